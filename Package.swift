@@ -1,0 +1,52 @@
+// swift-tools-version:6.0
+// IIOMotion: Core-Motion-style accelerometer and gyroscope readings from Linux IIO devices,
+// through libiio 0.24 (Debian's libiio-dev).
+import PackageDescription
+
+/// One settings list for every Swift target: Swift 6 language mode is the package default
+/// (tools 6.0); these add the checks we hold ourselves to.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+/// The C targets get the same warnings we would want in our own C.
+let cSettings: [CSetting] = [
+    .define("_GNU_SOURCE"),
+    .unsafeFlags(["-Wall", "-Wextra", "-Werror=implicit-function-declaration"]),
+]
+
+let package = Package(
+    name: "IIOMotion",
+    products: [
+        .library(name: "IIOMotion", targets: ["IIOMotion"]),
+        .executable(name: "motion-monitor", targets: ["motion-monitor"]),
+        .executable(name: "iio-sim", targets: ["iio-sim"]),
+    ],
+    targets: [
+        // libiio itself, found through pkg-config; Debian/Ubuntu install it with `apt-get install libiio-dev`.
+        .systemLibrary(
+            name: "CLibIIO",
+            pkgConfig: "libiio",
+            providers: [.apt(["libiio-dev"])]
+        ),
+        // The only code that calls libiio.
+        .target(name: "CIIOShim", dependencies: ["CLibIIO"], cSettings: cSettings),
+        .target(name: "IIOMotion", dependencies: ["CIIOShim"], swiftSettings: swiftSettings),
+        .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion"], swiftSettings: swiftSettings),
+
+        // The simulator: a library (fixtures, scan encoding, motion, the sysfs engine) and a thin executable.
+        .target(name: "CSimSupport", cSettings: cSettings),
+        .target(name: "IIOSimKit", dependencies: ["CSimSupport"], swiftSettings: swiftSettings),
+        .executableTarget(name: "iio-sim", dependencies: ["IIOSimKit", "CSimSupport"], swiftSettings: swiftSettings),
+
+        .testTarget(name: "IIOMotionTests", dependencies: ["IIOMotion"], swiftSettings: swiftSettings),
+        .testTarget(name: "IIOSimKitTests", dependencies: ["IIOSimKit"], swiftSettings: swiftSettings),
+        .testTarget(name: "MotionMonitorTests", dependencies: ["motion-monitor"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["IIOSimKit"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

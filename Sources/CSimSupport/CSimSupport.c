@@ -1,0 +1,2 @@
+#include "CSimSupport.h"
+int simsupport_placeholder(void) { return 0; }

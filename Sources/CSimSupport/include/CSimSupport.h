@@ -1,0 +1,4 @@
+#ifndef CSIMSUPPORT_H
+#define CSIMSUPPORT_H
+int simsupport_placeholder(void);
+#endif

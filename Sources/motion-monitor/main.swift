@@ -1,0 +1,2 @@
+import IIOMotion
+print("motion-monitor (libiio \(libiioVersion))")
