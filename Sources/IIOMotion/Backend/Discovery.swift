@@ -1,0 +1,191 @@
+internal import Glibc
+
+/// Everything needed to read one sensor by polling, plus its public description.
+struct SensorPlan: Sendable {
+    var info: SensorInfo
+    /// Index of the device in the context.
+    var deviceIndex: Int
+    /// Channel index and `raw` file of x, y, z; nil for an axis without a `raw` file.
+    var rawChannels: [(channel: Int, file: String)?]
+    /// Buffer layout per axis (x, y, z), for later buffered capture.
+    var scanElements: [ScanElement?]
+    /// The timestamp scan element of the device, if any.
+    var timestampElement: ScanElement?
+}
+
+/// A channel's position and layout in the device's scan.
+struct ScanElement: Sendable, Equatable {
+    var channel: Int
+    var scanIndex: Int
+    var format: ScanFormat
+}
+
+/// The result of walking one context: every motion device, and a read plan per sensor.
+struct Discovery: Sendable {
+    let context: IIOContext
+    let devices: [DeviceInfo]
+    let plans: [SensorPlan]
+
+    /// Walks every device of `context`, reading names, labels, scales, offsets, mount matrices
+    /// and sampling frequencies. Problems with one sensor are recorded in its
+    /// ``SensorInfo/problem``; they never abort discovery of the others.
+    init(context: IIOContext) {
+        var devices: [DeviceInfo] = []
+        var plans: [SensorPlan] = []
+        for index in 0..<context.deviceCount {
+            guard let raw = context.describeDevice(index), !raw.isTrigger else { continue }
+            let found = Self.sensors(of: raw, in: context)
+            guard !found.isEmpty else { continue }
+            plans += found
+            let first = found[0].info
+            devices.append(DeviceInfo(
+                id: raw.id, name: raw.name, label: raw.label, location: first.location,
+                sensors: found.map(\.info), canBuffer: raw.canBuffer,
+                triggerName: first.triggerName, hasTimestampChannel: first.hasTimestampChannel))
+        }
+        self.context = context
+        self.devices = devices
+        self.plans = plans
+    }
+
+    private static func sensors(of raw: RawDevice, in context: IIOContext) -> [SensorPlan] {
+        let kinds: [(SensorKind, RawChannel.Kind)] = [(.accelerometer, .accel), (.gyroscope, .anglvel), (.magnetometer, .magn)]
+        let present = kinds.filter { k in raw.channels.contains { $0.kind == k.1 && $0.axis != nil } }
+        guard !present.isEmpty else { return [] }
+
+        let deviceText = raw.name.map { "\(raw.id) (\($0))" } ?? raw.id
+        let location: String? = context.deviceHasAttribute(raw.index, "location")
+            ? (try? context.readDeviceAttribute(raw.index, "location").get()).map { String(AttributeText.trimmed($0)) }
+            : nil
+        let trigger: String? = switch context.triggerName(raw.index) {
+        case .success(let name) where !name.isEmpty: name
+        default: nil
+        }
+        let timestamp = raw.channels.first { $0.kind == .timestamp }
+        let timestampElement = timestamp.flatMap { c in
+            c.scanIndex.flatMap { i in c.format.map { ScanElement(channel: c.index, scanIndex: i, format: $0) } }
+        }
+
+        return present.map { kind, channelKind in
+            let reader = AttributeReader(context: context, device: raw.index, deviceText: deviceText)
+            let axes = Axis.allCases.map { axis in
+                raw.channels.first { $0.kind == channelKind && $0.axis == axis }
+            }
+            let prefix = "in_\(kind.iioType)"
+            var problem: MotionError?
+
+            let missing = Axis.allCases.filter { axes[$0.rawValue] == nil }
+            if !missing.isEmpty {
+                let names = missing.map { "\(prefix)_\($0)" }.joined(separator: ", ")
+                problem = MotionError(code: .notAvailable, device: deviceText,
+                                      detail: "\(deviceText) has no \(names) channel, so its \(kind) cannot be used")
+            }
+
+            // Scale and offset, per axis: the per-axis file, the per-type file, the device file.
+            var scale = AxisValues(all: 1)
+            var scaleReadable = true
+            var scaleFile: String?
+            var offset = AxisValues(all: 0)
+            var offsetFile: String?
+            for axis in Axis.allCases {
+                let axisStem = axes[axis.rawValue]?.rawFile.flatMap { $0.hasSuffix("_raw") ? String($0.dropLast(4)) : nil }
+                    ?? "\(prefix)_\(axis)"
+                do throws(MotionError) {
+                    if let (v, file) = try reader.number(in: ["\(axisStem)_scale", "\(prefix)_scale", "scale"]) {
+                        scale[axis] = v
+                        if axis == .x { scaleFile = file }
+                    }
+                    if let (v, file) = try reader.number(in: ["\(axisStem)_offset", "\(prefix)_offset", "offset"]) {
+                        offset[axis] = v
+                        if axis == .x { offsetFile = file }
+                    }
+                } catch {
+                    scaleReadable = false
+                    problem = problem ?? error
+                }
+            }
+
+            var matrix = MountMatrix.identity
+            var matrixSource = MountMatrix.Source.identity
+            do throws(MotionError) {
+                if let (m, file) = try reader.mountMatrix(in: ["\(prefix)_mount_matrix", "mount_matrix", "in_mount_matrix"]) {
+                    matrix = m
+                    matrixSource = .sysfs(file: file)
+                }
+            } catch {
+                problem = problem ?? error
+            }
+
+            // Sampling frequency is informational: a bad file does not make the sensor unusable.
+            let frequency = try? reader.number(in: ["\(prefix)_sampling_frequency", "sampling_frequency"])
+            let isCrosEC = raw.name.map { $0.hasPrefix("cros-ec") || $0.hasPrefix("cros_ec") } ?? false
+            let available = reader.text(in: ["\(prefix)_sampling_frequency_available", "sampling_frequency_available"])
+                .flatMap { SamplingFrequencies(parsing: $0.text, zeroMinMaxIsRange: isCrosEC) }
+
+            let rawChannels = axes.map { c in c.flatMap { c in c.rawFile.map { (channel: c.index, file: $0) } } }
+            let info = SensorInfo(
+                kind: kind, deviceID: raw.id, deviceName: raw.name, label: raw.label, location: location,
+                scale: scaleReadable ? scale : nil,
+                scaleFile: scaleFile, offset: offset, offsetFile: offsetFile,
+                mountMatrix: matrix, mountMatrixSource: matrixSource,
+                samplingFrequency: frequency?.value, samplingFrequencyFile: frequency?.file,
+                availableSamplingFrequencies: available,
+                isPollable: rawChannels.allSatisfy { $0 != nil },
+                problem: problem, canBuffer: raw.canBuffer, triggerName: trigger,
+                hasTimestampChannel: timestampElement != nil)
+            let scanElements = axes.map { c in
+                c.flatMap { c in c.scanIndex.flatMap { i in c.format.map { ScanElement(channel: c.index, scanIndex: i, format: $0) } } }
+            }
+            return SensorPlan(info: info, deviceIndex: raw.index, rawChannels: rawChannels,
+                              scanElements: scanElements, timestampElement: timestampElement)
+        }
+    }
+}
+
+/// Reads attributes of one device by sysfs file name, trying candidates in order.
+private struct AttributeReader {
+    let context: IIOContext
+    let device: Int
+    let deviceText: String
+
+    /// The first candidate file that exists, with its text. Read errors other than "no such
+    /// attribute" are returned as failures of that file.
+    func text(in files: [String]) -> (text: String, file: String)? {
+        try? firstText(in: files)
+    }
+
+    private func firstText(in files: [String]) throws(MotionError) -> (text: String, file: String)? {
+        for file in files {
+            switch context.readDeviceFile(device, file) {
+            case .success(let text):
+                return (text, file)
+            case .failure(let e) where e.rawValue == ENOENT: // not published under this name; try the next
+                continue
+            case .failure(let e):
+                let call = context.deviceHasAttribute(device, file) ? "iio_device_attr_read" : "iio_channel_attr_read"
+                throw MotionError.io(e.rawValue, call: call, device: deviceText, attribute: file)
+            }
+        }
+        return nil
+    }
+
+    /// The first candidate file that exists, parsed as a decimal number.
+    func number(in files: [String]) throws(MotionError) -> (value: Double, file: String)? {
+        guard let (text, file) = try firstText(in: files) else { return nil }
+        guard let v = AttributeText.decimal(text) else {
+            throw MotionError.notANumber(device: deviceText, file: file, text: text)
+        }
+        return (v, file)
+    }
+
+    /// The first candidate file that exists, parsed as a mount matrix.
+    func mountMatrix(in files: [String]) throws(MotionError) -> (MountMatrix, String)? {
+        guard let (text, file) = try firstText(in: files) else { return nil }
+        do throws(MotionError) {
+            return (try MountMatrix(parsing: text), file)
+        } catch {
+            throw MotionError(code: .invalidAttribute, device: deviceText, attribute: file,
+                              detail: "\(file): \(error.detail ?? "not a valid mount matrix")")
+        }
+    }
+}

@@ -1,0 +1,50 @@
+internal import Glibc
+
+/// Seconds on `CLOCK_MONOTONIC`.
+func monotonicSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
+}
+
+extension Discovery {
+    /// Reads one sample of `plan`'s sensor through sysfs: the three `raw` files, then
+    /// `(raw + offset) · scale` and the mount matrix `M · v`. The result is in the kernel's SI units
+    /// and sign, in the device's axes (before any unit convention).
+    ///
+    /// - Parameter matrix: the mount matrix to apply (the plan's, or the caller's override).
+    /// - Returns: the vector and the `CLOCK_MONOTONIC` time halfway through the three reads.
+    /// - Throws: ``MotionError`` naming the device and file when a read fails or a `raw` file
+    ///   does not hold a decimal integer.
+    func readSI(_ plan: SensorPlan, matrix: MountMatrix) throws(MotionError) -> (vector: (x: Double, y: Double, z: Double), timestamp: Double) {
+        let info = plan.info
+        if let problem = info.problem { throw problem }
+        guard info.isPollable, let scale = info.scale else {
+            throw MotionError(code: .notAvailable, device: info.deviceDescription,
+                              detail: "\(info.deviceDescription) has no in_\(info.kind.iioType)_{x,y,z}_raw files, so its \(info.kind) can only be streamed, not polled")
+        }
+        var raw = (x: 0.0, y: 0.0, z: 0.0)
+        let start = monotonicSeconds()
+        for axis in Axis.allCases {
+            guard let (channel, file) = plan.rawChannels[axis.rawValue] else { continue }
+            let text: String
+            switch context.readChannelAttribute(plan.deviceIndex, channel: channel, "raw") {
+            case .success(let t): text = t
+            case .failure(let e):
+                throw MotionError.io(e.rawValue, call: "iio_channel_attr_read", device: info.deviceDescription, attribute: file)
+            }
+            guard let value = AttributeText.integer(text) else {
+                throw MotionError(code: .invalidAttribute, device: info.deviceDescription, attribute: file,
+                                  detail: "\(file) contains \"\(AttributeText.trimmed(text))\", which is not an integer")
+            }
+            let si = (Double(value) + info.offset[axis]) * scale[axis]
+            switch axis {
+            case .x: raw.x = si
+            case .y: raw.y = si
+            case .z: raw.z = si
+            }
+        }
+        let end = monotonicSeconds()
+        return (matrix.apply(raw), start + (end - start) / 2)
+    }
+}

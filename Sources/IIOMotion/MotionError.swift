@@ -1,0 +1,198 @@
+import Glibc
+
+/// The one error type of IIOMotion.
+///
+/// Its ``description`` is a full sentence saying what failed, where, and what to do:
+///
+/// ```swift
+/// do {
+///     let sample = try manager.readAccelerometer()
+/// } catch {
+///     print(error)   // e.g. "Reading in_accel_x_raw of iio:device3 (accel_3d) failed: permission denied …"
+/// }
+/// ```
+///
+/// Match on ``code`` to react programmatically; the set of codes may grow.
+public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
+    /// What kind of failure this is. New codes may be added; switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// A stable identifier such as `"permissionDenied"`.
+        public let rawValue: String
+
+        /// Creates a code from its identifier.
+        /// - Parameter rawValue: the identifier.
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// The same as `rawValue`.
+        public var description: String { rawValue }
+
+        /// The IIO context (local sysfs or a remote iiod) could not be opened.
+        public static let contextUnavailable = Code(rawValue: "contextUnavailable")
+        /// The operating system refused access (`EACCES`/`EPERM`); see the udev rules.
+        public static let permissionDenied = Code(rawValue: "permissionDenied")
+        /// The device is in use (`EBUSY`), typically by iio-sensor-proxy, iiod, or a running buffer.
+        public static let deviceBusy = Code(rawValue: "deviceBusy")
+        /// A sysfs attribute held text that is not what the IIO ABI promises.
+        public static let invalidAttribute = Code(rawValue: "invalidAttribute")
+        /// The requested sensor does not exist on this machine (or not on the selected device).
+        public static let notAvailable = Code(rawValue: "notAvailable")
+        /// A read or write failed for another reason; see ``MotionError/underlyingErrno``.
+        public static let ioError = Code(rawValue: "ioError")
+        /// An operation timed out (`ETIMEDOUT`).
+        public static let timedOut = Code(rawValue: "timedOut")
+    }
+
+    /// What kind of failure this is.
+    public var code: Code
+    /// The errno value behind the failure (positive, e.g. 13 for `EACCES`), if there was one.
+    public var underlyingErrno: Int32?
+    /// The libiio function that failed, e.g. `"iio_channel_attr_read"`, if one did.
+    public var call: String?
+    /// The device involved, e.g. `"iio:device0 (bmi160)"`, if known.
+    public var device: String?
+    /// The sysfs file involved, e.g. `"in_accel_scale"`, if known.
+    public var attribute: String?
+    /// The IIO context URI involved, e.g. `"local:"`, for context failures.
+    public var uri: String?
+    /// A specific explanation, used verbatim in ``description``.
+    public var detail: String?
+
+    /// Creates an error. The library creates these; the initializer is public so that code
+    /// layered on IIOMotion (and tests) can produce the same type.
+    /// - Parameters:
+    ///   - code: the kind of failure.
+    ///   - underlyingErrno: the positive errno value, if any.
+    ///   - call: the libiio function that failed, if any.
+    ///   - device: the device, e.g. `"iio:device0 (bmi160)"`.
+    ///   - attribute: the sysfs file name.
+    ///   - uri: the context URI.
+    ///   - detail: a specific explanation.
+    public init(
+        code: Code, underlyingErrno: Int32? = nil, call: String? = nil, device: String? = nil,
+        attribute: String? = nil, uri: String? = nil, detail: String? = nil
+    ) {
+        self.code = code
+        self.underlyingErrno = underlyingErrno
+        self.call = call
+        self.device = device
+        self.attribute = attribute
+        self.uri = uri
+        self.detail = detail
+    }
+
+    /// A full sentence: what failed, on which device and file, why, and what to do about it.
+    public var description: String {
+        switch code {
+        case .contextUnavailable:
+            let target = "Cannot open the IIO context \"\(uri ?? "local:")\""
+            let isLocal = uri == nil || uri!.hasPrefix("local:")
+            if underlyingErrno == ENOENT && isLocal {
+                return "\(target): no IIO devices on this machine (/sys/bus/iio/devices does not exist). "
+                    + "Load the sensor's kernel driver, or use a machine that has one through iiod with uri \"ip:HOST\"."
+            }
+            if isLocal {
+                return "\(target): \(cause). Check that /sys/bus/iio/devices is readable."
+            }
+            return "\(target): \(cause). Check that iiod is running on that host and that the address and port are right."
+        case .permissionDenied:
+            return "\(action) failed: \(cause). Install the udev rules in udev/ with scripts/install-udev "
+                + "(then re-plug the device or run `sudo udevadm trigger`), or run as root."
+        case .deviceBusy:
+            return "\(action) failed: \(cause). Another process such as iio-sensor-proxy or iiod usually holds the device, "
+                + "or its buffer is running (many drivers refuse polled reads while buffering); "
+                + "stop it (e.g. `sudo systemctl stop iio-sensor-proxy`) and try again."
+        case .timedOut:
+            return "\(action) failed: \(cause). The sensor did not answer in time; HID sensor hubs can take "
+                + "several seconds after resume. Try again, or check the driver's interrupt wiring."
+        case .invalidAttribute:
+            let what = detail ?? "\(attribute ?? "an attribute") has unexpected contents"
+            if let device { return "\(device): \(what)." }
+            return "\(what.prefix(1).uppercased())\(what.dropFirst())."
+        case .notAvailable:
+            return detail ?? "The requested sensor is not available on this machine."
+        default:
+            var s = "\(action) failed: \(cause)."
+            if underlyingErrno == ENOENT || underlyingErrno == ENODEV {
+                s += " The device may have been removed or its driver unloaded."
+            }
+            return s
+        }
+    }
+
+    /// "Reading in_accel_x_raw of iio:device0 (bmi160)" and similar.
+    private var action: String {
+        switch (attribute, device) {
+        case let (a?, d?): "Reading \(a) of \(d)"
+        case let (a?, nil): "Reading \(a)"
+        case let (nil, d?): "Accessing \(d)"
+        case (nil, nil): uri.map { "Accessing the IIO context \"\($0)\"" } ?? "An IIO operation"
+        }
+    }
+
+    /// "permission denied (EACCES, errno 13, from iio_channel_attr_read)" and similar.
+    private var cause: String {
+        var parts: [String] = []
+        if let e = underlyingErrno {
+            parts.append(Self.symbol(e).map { "\($0), errno \(e)" } ?? "errno \(e)")
+        }
+        if let call { parts.append("from \(call)") }
+        let text = detail ?? underlyingErrno.map { errnoText($0).lowercasedFirst } ?? "unknown error"
+        return parts.isEmpty ? text : "\(text) (\(parts.joined(separator: ", ")))"
+    }
+
+    private static func symbol(_ e: Int32) -> String? {
+        switch e {
+        case EPERM: "EPERM"
+        case ENOENT: "ENOENT"
+        case EIO: "EIO"
+        case ENXIO: "ENXIO"
+        case EAGAIN: "EAGAIN"
+        case EACCES: "EACCES"
+        case EBUSY: "EBUSY"
+        case ENODEV: "ENODEV"
+        case EINVAL: "EINVAL"
+        case EFBIG: "EFBIG"
+        case ETIMEDOUT: "ETIMEDOUT"
+        case ECONNREFUSED: "ECONNREFUSED"
+        case EHOSTUNREACH: "EHOSTUNREACH"
+        case ENOSYS: "ENOSYS"
+        default: nil
+        }
+    }
+
+    /// The code that corresponds to an errno value from an I/O call.
+    static func code(forErrno e: Int32) -> Code {
+        switch e {
+        case EACCES, EPERM: .permissionDenied
+        case EBUSY: .deviceBusy
+        case ETIMEDOUT: .timedOut
+        default: .ioError
+        }
+    }
+
+    /// An error for a failed libiio I/O call.
+    static func io(_ e: Int32, call: String, device: String?, attribute: String?) -> MotionError {
+        MotionError(code: code(forErrno: e), underlyingErrno: e, call: call, device: device, attribute: attribute)
+    }
+
+    /// An error for a failed `iio_create_context_from_uri`.
+    static func contextFailure(uri: String, errno e: Int32) -> MotionError {
+        let code: Code = (e == EACCES || e == EPERM) ? .permissionDenied : .contextUnavailable
+        return MotionError(code: code, underlyingErrno: e, call: "iio_create_context_from_uri", uri: uri)
+    }
+
+    /// `device: file contains "text", which is not a number`.
+    static func notANumber(device: String, file: String, text: String) -> MotionError {
+        MotionError(code: .invalidAttribute, device: device, attribute: file,
+                    detail: "\(file) contains \"\(AttributeText.trimmed(text))\", which is not a number")
+    }
+}
+
+extension String {
+    var lowercasedFirst: String {
+        guard let f = first else { return self }
+        // Keep acronyms ("I/O") intact: only lower a capital followed by a lowercase letter.
+        if let second = dropFirst().first, second.isLowercase { return f.lowercased() + dropFirst() }
+        return self
+    }
+}
