@@ -134,11 +134,13 @@ struct Errno: Error, Equatable, Sendable {
     init(_ rawValue: Int32) { self.rawValue = rawValue }
 }
 
-/// Text for an errno value, e.g. "Permission denied".
+/// Text for an errno value, e.g. "Permission denied" (without the " (13)" libiio appends).
 func errnoText(_ value: Int32) -> String {
-    withUnsafeTemporaryAllocation(of: CChar.self, capacity: 256) { buf in
+    let text = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 256) { buf in
         let base = buf.baseAddress!
         iioshim_strerror(value, base, buf.count)
         return String(cString: base)
     }
+    let suffix = " (\(value))"
+    return text.hasSuffix(suffix) ? String(text.dropLast(suffix.count)) : text
 }

@@ -1,0 +1,54 @@
+import Testing
+@testable import IIOMotion
+
+@Suite("Error descriptions")
+struct ErrorTests {
+    @Test("EACCES points at the udev rules")
+    func permission() {
+        let e = MotionError.io(13, call: "iio_channel_attr_read", device: "iio:device0 (bmi160)", attribute: "in_accel_x_raw")
+        #expect(e.code == .permissionDenied)
+        #expect(e.description.hasPrefix("Reading in_accel_x_raw of iio:device0 (bmi160) failed: permission denied (EACCES, errno 13, from iio_channel_attr_read)."))
+        #expect(e.description.contains("udev/"))
+        #expect(e.description.contains("scripts/install-udev"))
+    }
+
+    @Test("EBUSY names the usual culprits")
+    func busy() {
+        let e = MotionError.io(16, call: "iio_channel_attr_read", device: "iio:device3 (accel_3d)", attribute: "in_accel_x_raw")
+        #expect(e.code == .deviceBusy)
+        #expect(e.description.contains("iio-sensor-proxy"))
+        #expect(e.description.contains("iiod"))
+        #expect(e.description.contains("EBUSY"))
+    }
+
+    @Test("ENOENT on context creation means no IIO on this machine")
+    func noIIO() {
+        let e = MotionError.contextFailure(uri: "local:", errno: 2)
+        #expect(e.code == .contextUnavailable)
+        #expect(e.description.contains("no IIO devices on this machine (/sys/bus/iio/devices does not exist)"))
+    }
+
+    @Test("A refused network context mentions iiod")
+    func network() {
+        let e = MotionError.contextFailure(uri: "ip:192.0.2.1", errno: 111)
+        #expect(e.code == .contextUnavailable)
+        #expect(e.description.hasPrefix("Cannot open the IIO context \"ip:192.0.2.1\": connection refused (ECONNREFUSED, errno 111, from iio_create_context_from_uri)."))
+        #expect(e.description.contains("iiod"))
+    }
+
+    @Test("A non-numeric scale names the device, the file and the text")
+    func notANumber() {
+        let e = MotionError.notANumber(device: "iio:device0 (bmi160)", file: "in_accel_scale", text: "abc\n")
+        #expect(e.code == .invalidAttribute)
+        #expect(e.description == #"iio:device0 (bmi160): in_accel_scale contains "abc", which is not a number."#)
+    }
+
+    @Test("Codes are extensible and compare by value")
+    func codes() {
+        #expect(MotionError.Code(rawValue: "deviceBusy") == .deviceBusy)
+        #expect(MotionError.code(forErrno: 110) == .timedOut)
+        #expect(MotionError.code(forErrno: 5) == .ioError)
+        let e = MotionError.io(5, call: "iio_channel_attr_read", device: "iio:device0 (bmi160)", attribute: "in_anglvel_z_raw")
+        #expect(e.description == "Reading in_anglvel_z_raw of iio:device0 (bmi160) failed: input/output error (EIO, errno 5, from iio_channel_attr_read).")
+    }
+}
