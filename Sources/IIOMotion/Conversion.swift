@@ -7,7 +7,8 @@ enum Conversion {
             Acceleration(x: si.x, y: si.y, z: si.z)
         case .coreMotion:
             // Core Motion reports the reaction to gravity with the opposite sign, in g.
-            Acceleration(x: -si.x / standardGravity, y: -si.y / standardGravity, z: -si.z / standardGravity)
+            // `0 - v` rather than `-v` so that a zero reads 0, not -0.
+            Acceleration(x: 0 - si.x / standardGravity, y: 0 - si.y / standardGravity, z: 0 - si.z / standardGravity)
         }
     }
 

@@ -9,7 +9,10 @@ import Glibc
        .enabled(if: Environment.hardware, "set IIOMOTION_HARDWARE=1 to run against real (or namespaced fake) IIO devices"))
 struct HardwareSmokeTests {
     @Test func discoverAndReadEverything() throws {
-        let manager = MotionManager(uri: Environment.uri)
+        let manager = MotionManager(
+            uri: Environment.uri,
+            accelerometer: Environment.selector("IIOMOTION_ACCELEROMETER"),
+            gyroscope: Environment.selector("IIOMOTION_GYROSCOPE"))
         let devices = try manager.devices
         print("IIOMotion devices at \(Environment.uri):")
         for d in devices {
@@ -24,11 +27,11 @@ struct HardwareSmokeTests {
         for kind in SensorKind.allCases {
             print("selected \(kind): \(manager.sensor(kind)?.deviceDescription ?? "none")")
         }
-        if manager.isAccelerometerAvailable {
+        if manager.sensor(.accelerometer) != nil {
             let a = try manager.readAccelerometer()
             print("accelerometer: t=\(a.timestamp) g=(\(a.acceleration.x), \(a.acceleration.y), \(a.acceleration.z))")
         }
-        if manager.isGyroAvailable {
+        if manager.sensor(.gyroscope) != nil {
             let g = try manager.readGyro()
             print("gyro: t=\(g.timestamp) rad/s=(\(g.rotationRate.x), \(g.rotationRate.y), \(g.rotationRate.z))")
         }
@@ -43,6 +46,10 @@ struct HardwareSmokeTests {
 enum Environment {
     static var hardware: Bool { getenvString("IIOMOTION_HARDWARE") == "1" }
     static var uri: String { getenvString("IIOMOTION_URI") ?? "local:" }
+    /// A device id, label or name from the environment, else automatic selection.
+    static func selector(_ variable: String) -> DeviceSelector {
+        getenvString(variable).map { DeviceSelector.matching($0) } ?? .automatic
+    }
 }
 
 private func getenvString(_ name: String) -> String? {
