@@ -1,1 +1,146 @@
+#if canImport(Glibc)
+@preconcurrency import Glibc
+#endif
+import CSimSupport
+import Foundation
 import IIOSimKit
+
+/// iio-sim's version.
+let version = "0.1.0"
+
+func fail(_ message: String, status: Int32) -> Never {
+    FileHandle.standardError.write(Data("iio-sim: \(message)\n".utf8))
+    exit(status)
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+let commandLine: SimCommandLine
+do {
+    commandLine = try SimCommandLine(arguments: arguments)
+} catch {
+    FileHandle.standardError.write(Data("iio-sim: \(error)\nTry 'iio-sim --help'.\n".utf8))
+    exit(64)
+}
+
+switch commandLine.action {
+case .help:
+    print(SimCommandLine.help)
+    exit(0)
+case .version:
+    print("iio-sim \(version)")
+    exit(0)
+case .listFixtures:
+    for f in Fixture.available() {
+        print(f.name.padding(toLength: 16, withPad: " ", startingAt: 0) + f.description)
+        print(String(repeating: " ", count: 16) + f.path)
+    }
+    exit(0)
+case .run:
+    break
+}
+
+// Everything that can be checked before entering the namespaces is checked here, so that mistakes
+// are reported plainly (exit 64 for usage, 66 for a fixture that cannot be read).
+let fixture: Fixture
+do { fixture = try commandLine.loadFixture() } catch { fail("\(error)", status: 66) }
+var runAs: (uid: Int32, gid: Int32, groups: [gid_t])?
+if let user = commandLine.user {
+    guard geteuid() == 0 else { fail("--user needs iio-sim to run as root", status: 64) }
+    let pw = UInt32(user).flatMap { getpwuid($0) } ?? getpwnam(user)
+    guard let pw else { fail("--user: no user \"\(user)\"", status: 67) }
+    var count: Int32 = 64
+    var groups = [gid_t](repeating: 0, count: 64)
+    if getgrouplist(pw.pointee.pw_name, pw.pointee.pw_gid, &groups, &count) < 0 { count = 0 }
+    runAs = (Int32(pw.pointee.pw_uid), Int32(pw.pointee.pw_gid), Array(groups.prefix(Int(count))))
+}
+if let dir = commandLine.options.streamLog {
+    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+}
+
+if !Sandbox.isInside {
+    do { try Sandbox.reexecInNamespaces(arguments: arguments) } catch { fail("\(error)", status: 71) }
+}
+unsetenv(Sandbox.insideVariable)
+
+// Inside the namespaces, as (namespace) root.
+simsupport_block_signals()
+let simulator: Simulator
+do {
+    try Sandbox.prepareMounts()
+    simulator = try Simulator(fixture: fixture, root: "", options: commandLine.options)
+    try simulator.build()
+    try simulator.start()
+} catch {
+    fail("cannot set up the simulated devices: \(error)", status: 71)
+}
+if commandLine.options.verbose {
+    for (id, name) in simulator.layout {
+        FileHandle.standardError.write(Data("iio-sim: \(id): \(name)\n".utf8))
+    }
+}
+
+func spawn(_ argv: [String], dropDAC: Bool, as user: (uid: Int32, gid: Int32, groups: [gid_t])?, output: String?) -> pid_t {
+    let cargs = argv.map { strdup($0) } + [nil]
+    defer { cargs.forEach { free($0) } }
+    let groups = user?.groups ?? []
+    return groups.withUnsafeBufferPointer { g in
+        simsupport_spawn(cargs, dropDAC ? 1 : 0, user?.uid ?? -1, user?.gid ?? -1, g.baseAddress,
+                         Int32(g.count), output)
+    }
+}
+
+var iiodPID: pid_t = 0
+if commandLine.iiod {
+    guard let iiod = Sandbox.findExecutable("iiod") else {
+        simulator.stop()
+        fail("--iiod: cannot find iiod (Debian package iiod)", status: 69)
+    }
+    let logPath = commandLine.options.streamLog.map { $0 + "/iiod.log" } ?? "/dev/null"
+    iiodPID = spawn([iiod, "-p", String(commandLine.iiodPort)], dropDAC: false, as: nil, output: logPath)
+    var ready = false
+    for _ in 0..<500 {
+        if simsupport_tcp_probe(Int32(commandLine.iiodPort)) == 0 { ready = true; break }
+        var status: Int32 = 0
+        if iiodPID > 0 && waitpid(iiodPID, &status, WNOHANG) == iiodPID { iiodPID = 0; break }
+        usleep(10_000)
+    }
+    if !ready {
+        if iiodPID > 0 { kill(iiodPID, SIGTERM) }
+        simulator.stop()
+        fail("iiod did not start listening on 127.0.0.1:\(commandLine.iiodPort) (see \(logPath))", status: 69)
+    }
+}
+
+let child = spawn(commandLine.command, dropDAC: !commandLine.keepCaps && runAs == nil, as: runAs, output: nil)
+if child < 0 {
+    simulator.stop()
+    fail("cannot run \(commandLine.command[0]): \(String(cString: strerror(-child)))", status: 126)
+}
+
+// Signals meant for COMMAND (a terminal's Ctrl-C reaches it directly; a kill of iio-sim does not).
+let forwarder = Thread {
+    while true {
+        let sig = simsupport_wait_signal()
+        if sig > 0 { kill(child, sig) }
+    }
+}
+forwarder.start()
+
+var status: Int32 = 0
+while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+if iiodPID > 0 {
+    kill(iiodPID, SIGTERM)
+    var s: Int32 = 0
+    for _ in 0..<200 where waitpid(iiodPID, &s, WNOHANG) == 0 { usleep(10_000) }
+    kill(iiodPID, SIGKILL)
+    waitpid(iiodPID, &s, 0)
+}
+let stats = simulator.stop()
+if commandLine.options.verbose {
+    for (id, s) in stats.sorted(by: { $0.key < $1.key }) where s.sessions > 0 {
+        FileHandle.standardError.write(Data("iio-sim: \(id): \(s.sessions) sessions, \(s.scansWritten) scans written, \(s.scansDropped) dropped, \(s.scansUnreadAtClose) unread at close\n".utf8))
+    }
+}
+// COMMAND's status: its exit code, or 128 + the signal that ended it (as a shell reports it).
+let code = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+exit(code)

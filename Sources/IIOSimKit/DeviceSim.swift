@@ -1,0 +1,401 @@
+#if canImport(Glibc)
+@preconcurrency import Glibc
+#endif
+import CSimSupport
+import Foundation
+import Synchronization
+
+/// One simulated channel: its fixture entry, parsed scan type and physical quantity.
+struct ChannelSim: Sendable {
+    var spec: Fixture.Channel
+    var scanType: ScanType?
+    var typeName: String
+    var axis: Int?
+
+    /// What drives the channel's values.
+    enum Source: Sendable { case accel, anglvel, magn, timestamp, constant(Int64) }
+    var source: Source {
+        if let v = spec.value { return .constant(v) }
+        switch typeName {
+        case "accel": return .accel
+        case "anglvel": return .anglvel
+        case "magn": return .magn
+        case "timestamp": return .timestamp
+        default: return .constant(0)
+        }
+    }
+}
+
+/// Per-channel conversion in force: SI = (raw + offset) × scale, and the chip's mount matrix.
+struct Calibration: Sendable {
+    var scale: [Double]
+    var offset: [Double]
+    var mount: [String: Mat3]
+}
+
+/// The simulated side of one IIO device: its files, its driver-like reactions and its stream.
+final class DeviceSim: Sendable {
+    let number: Int
+    let id: String
+    let spec: Fixture.Device
+    let directory: String
+    let devNode: String
+    let channels: [ChannelSim]
+    let options: SimulationOptions
+    let isNoIRQ: Bool
+    let state: Mutex<State>
+
+    struct State: Sendable {
+        var calibration: Calibration
+        var unplugged = false
+        var session: StreamSession?
+        var stats = StreamStats()
+        var noise: NoiseSource
+        var unreadable: Set<String> = []
+        /// Digits after the decimal point of each frequency-like file as first written.
+        var decimals: [String: Int] = [:]
+    }
+
+    init(number: Int, spec: Fixture.Device, fixture: Fixture, root: String, options: SimulationOptions) throws {
+        self.number = number
+        id = "iio:device\(number)"
+        self.spec = spec
+        directory = root + "/sys/bus/iio/devices/" + id
+        devNode = root + "/dev/" + id
+        self.options = options
+        channels = try spec.channels.map { ch in
+            ChannelSim(spec: ch, scanType: try ch.format.map { try ScanType(parsing: $0) },
+                       typeName: ch.typeName, axis: ch.axis)
+        }
+        isNoIRQ = options.noIRQ.contains { $0 == "iio:device\(number)" || $0 == spec.name || $0 == spec.label }
+        let cal = Calibration(scale: channels.map { _ in 1 }, offset: channels.map { _ in 0 }, mount: [:])
+        state = Mutex(State(calibration: cal, noise: NoiseSource(seed: options.seed &+ UInt64(number) &* 7919)))
+    }
+
+    // MARK: Building the tree
+
+    /// Files the kernel makes writable (0644) for this kind of device; everything else is 0444.
+    func isWritable(_ file: String) -> Bool {
+        if spec.writable.contains(file) { return true }
+        if file.hasSuffix("sampling_frequency") || file.hasSuffix("_en") || file.hasSuffix("calibbias")
+            || file.hasSuffix("calibscale") || file.hasSuffix("oversampling_ratio") { return true }
+        if ["buffer/enable", "buffer/length", "buffer/watermark", "trigger/current_trigger",
+            "current_timestamp_clock"].contains(file) { return true }
+        if file.hasSuffix("_scale") || file == "scale" { return spec.attributes[file + "_available"] != nil }
+        return false
+    }
+
+    func write(_ file: String, _ value: String) throws {
+        try Files.write(value + "\n", to: directory + "/" + file, mode: isWritable(file) ? 0o644 : 0o444)
+    }
+
+    func build(devDirectory: String, scratch: String) throws {
+        try Files.makeDirectory(directory)
+        try write("name", spec.name)
+        if let label = spec.label { try write("label", label) }
+        var decimals: [String: Int] = [:]
+        for (file, value) in spec.attributes.sorted(by: { $0.key < $1.key }) {
+            if let slash = file.lastIndex(of: "/") {
+                try Files.makeDirectory(directory + "/" + file[..<slash])
+            }
+            try write(file, value)
+            if file.hasSuffix("frequency") {
+                decimals[file] = value.split(separator: ".").dropFirst().first?.count ?? 0
+            }
+        }
+        for ch in channels {
+            if ch.spec.hasRaw { try write("in_\(ch.spec.id)_raw", "0") }
+        }
+        if let buffer = spec.buffer {
+            try Files.makeDirectory(directory + "/buffer")
+            try Files.makeDirectory(directory + "/scan_elements")
+            try write("buffer/enable", "0")
+            try write("buffer/length", String(buffer.length))
+            try write("buffer/watermark", String(buffer.watermark))
+            try write("buffer/data_available", "0")
+            for ch in channels {
+                guard let idx = ch.spec.index, let t = ch.scanType else { continue }
+                try write("scan_elements/in_\(ch.spec.id)_en", "0")
+                try write("scan_elements/in_\(ch.spec.id)_index", String(idx))
+                try write("scan_elements/in_\(ch.spec.id)_type", t.description)
+            }
+            // The character device: a FIFO, which libiio reads with read() exactly as it reads the
+            // real node on mainline kernels (no mmap "high-speed" mode there either). Mode as udev
+            // leaves it on a stock system: root only.
+            if mkfifo(devNode, 0o600) != 0 && errno != EEXIST {
+                throw Files.Failure(path: devNode, operation: "mkfifo", errno: errno)
+            }
+            chmod(devNode, 0o600)
+            try write("dev", "\(Self.iioMajor):\(number)")
+        }
+        try write("uevent", "MAJOR=\(Self.iioMajor)\nMINOR=\(number)\nDEVNAME=\(id)\nDEVTYPE=iio_device\nOF_NAME=\(spec.name)")
+        if let current = spec.currentTrigger {
+            try Files.makeDirectory(directory + "/trigger")
+            try write("trigger/current_trigger", current)
+        }
+        state.withLock { $0.decimals = decimals }
+        reloadCalibration()
+        refreshRaw(at: SimClock.now(), motionTime: 0, scratch: scratch)
+    }
+
+    /// The major number the kernel gives IIO character devices on a typical system.
+    static let iioMajor = 239
+
+    // MARK: Attributes
+
+    func read(_ file: String) -> String? { Files.read(directory + "/" + file) }
+
+    /// The first of `files` that exists, parsed as a number.
+    func number(_ files: [String]) -> Double? {
+        for f in files { if let t = read(f) { return Double(t) } }
+        return nil
+    }
+
+    /// Re-reads scale, offset and mount matrices the way a reader must look them up: per-axis, then
+    /// per-type, then device-level. Unparsable values leave the previous calibration in place (the
+    /// simulator keeps producing data; a reader sees the garbage in the file).
+    func reloadCalibration() {
+        var scales: [Double] = [], offsets: [Double] = []
+        var mounts: [String: Mat3] = [:]
+        let old = state.withLock { $0.calibration }
+        for (i, ch) in channels.enumerated() {
+            let t = ch.typeName
+            let axisName = ch.spec.id.split(separator: "_").last.map(String.init) ?? ""
+            let perAxis = ch.axis != nil ? ["in_\(t)_\(axisName)"] : ["in_\(ch.spec.id)"]
+            scales.append(number(perAxis.map { $0 + "_scale" } + ["in_\(t)_scale", "scale"]) ?? old.scale[i])
+            offsets.append(number(perAxis.map { $0 + "_offset" } + ["in_\(t)_offset", "offset"]) ?? old.offset[i])
+            if mounts[t] == nil {
+                let text = ["in_\(t)_mount_matrix", "mount_matrix", "in_mount_matrix"].lazy.compactMap { self.read($0) }.first
+                mounts[t] = text.flatMap { Mat3(mountMatrix: $0) } ?? .identity
+            }
+        }
+        state.withLock { $0.calibration = Calibration(scale: scales, offset: offsets, mount: mounts) }
+    }
+
+    /// The sampling frequency in force for the given channel types (the highest, as one data-ready
+    /// interrupt serves them all): device-level `sampling_frequency`, else per type, else the
+    /// trigger's, else the fixture's buffer rate, else 100 Hz.
+    func rate(types: Set<String>, simulator: Simulator?) -> Double {
+        if let f = number(["sampling_frequency"]) { return f }
+        let perType = types.compactMap { number(["in_\($0)_sampling_frequency"]) }
+        if let m = perType.max() { return m }
+        if let sim = simulator, let t = read("trigger/current_trigger"), !t.isEmpty, let r = sim.triggerRate(named: t) {
+            return r
+        }
+        return spec.buffer?.rate ?? 100
+    }
+
+    var motionTypes: Set<String> {
+        Set(channels.filter { ch in
+            if case .constant = ch.source { return false }
+            if case .timestamp = ch.source { return false }
+            return true
+        }.map(\.typeName))
+    }
+
+    func markUnreadable(_ file: String) {
+        _ = state.withLock { $0.unreadable.insert(file) }
+    }
+
+    /// Reacts to a write, as the driver's store() would; the kernel would have rejected a bad value
+    /// with EINVAL, the simulator restores the previous one and says so on stderr.
+    func attributeWritten(_ file: String, simulator: Simulator) {
+        if state.withLock({ $0.unplugged }) { return }
+        switch file {
+        case "buffer/enable":
+            if read(file) == "1" { startStream(simulator: simulator) } else { stopStream(wait: true) }
+        case "current_timestamp_clock":
+            if let v = read(file), SimClock.clock(named: v) == nil {
+                simulator.warn("\(id): current_timestamp_clock = \"\(v)\" is not a clock (the kernel returns EINVAL)")
+                try? write(file, spec.attributes[file] ?? "realtime")
+            }
+        case "trigger/current_trigger":
+            if let v = read(file), !v.isEmpty, !simulator.triggerIsValid(v, for: spec.name) {
+                simulator.warn("\(id) (\(spec.name)): trigger \"\(v)\" cannot drive this device (the kernel returns EINVAL)")
+                try? write(file, spec.currentTrigger ?? "")
+            }
+        default:
+            if file.hasSuffix("sampling_frequency") {
+                snapFrequency(file, simulator: simulator)
+            } else if file.hasSuffix("scale") || file.hasSuffix("offset") || file.hasSuffix("mount_matrix") {
+                if file.hasSuffix("scale"), let avail = read(file + "_available"), let v = read(file) {
+                    let choices = avail.split(separator: " ").map(String.init)
+                    let pick = choices.min { abs((Double($0) ?? .infinity) - (Double(v) ?? 0)) < abs((Double($1) ?? .infinity) - (Double(v) ?? 0)) }
+                    if let pick, pick != v { try? write(file, pick) }
+                }
+                reloadCalibration()
+            }
+        }
+    }
+
+    /// Snaps a written frequency to what `<file>_available` allows (a list: the nearest value; a
+    /// `[min step max]` range or cros-ec's `0 min max`: clamped and rounded to the step).
+    func snapFrequency(_ file: String, simulator: Simulator) {
+        guard let text = read(file) else { return }
+        let decimals = state.withLock { $0.decimals[file] } ?? 6
+        guard let requested = Double(text), requested.isFinite, requested >= 0 else {
+            simulator.warn("\(id) (\(spec.name)): \(file) = \"\(text)\" is not a frequency (the kernel returns EINVAL)")
+            try? write(file, spec.attributes[file] ?? "0")
+            return
+        }
+        var value = requested
+        if let avail = read(file + "_available") {
+            value = Self.snap(requested, available: avail)
+        }
+        let formatted = String(format: "%.\(decimals)f", value)
+        if formatted != text { try? write(file, formatted) }
+        simulator.log("\(id): \(file) = \(formatted) Hz (requested \(text))")
+    }
+
+    static func snap(_ requested: Double, available: String) -> Double {
+        let trimmed = available.trimmingCharacters(in: .whitespaces)
+        if trimmed.hasPrefix("[") {
+            let v = trimmed.dropFirst().dropLast().split(separator: " ").compactMap { Double($0) }
+            guard v.count == 3 else { return requested }
+            let clamped = min(max(requested, v[0]), v[2])
+            guard v[1] > 0 else { return clamped }
+            return min(v[0] + ((clamped - v[0]) / v[1]).rounded() * v[1], v[2])
+        }
+        let list = trimmed.split(separator: " ").compactMap { Double($0) }
+        guard !list.isEmpty else { return requested }
+        if list.count == 3 && list[0] == 0 {  // cros-ec: 0 (off) or anything in [min, max]
+            return requested == 0 ? 0 : min(max(requested, list[1]), list[2])
+        }
+        return list.min { (abs($0 - requested), -$0) < (abs($1 - requested), -$1) } ?? requested
+    }
+
+    // MARK: raw files
+
+    /// The raw value of each channel at monotonic time `now` (one motion state for all channels).
+    func rawValues(motionTime t: Double, noisy: Bool) -> [Int64] {
+        let m = options.motion.state(at: t)
+        return state.withLock { s in
+            let imp = options.imperfections
+            var out: [Int64] = []
+            out.reserveCapacity(channels.count)
+            for (i, ch) in channels.enumerated() {
+                var v: Vec3
+                switch ch.source {
+                case let .constant(c): out.append(c); continue
+                case .timestamp: out.append(0); continue
+                case .accel:
+                    v = m.acceleration
+                    if noisy && imp.accelNoise > 0 {
+                        v += Vec3(s.noise.gaussian(), s.noise.gaussian(), s.noise.gaussian()) * imp.accelNoise
+                    }
+                case .anglvel:
+                    v = m.angularVelocity + imp.gyroBias
+                    if noisy && imp.gyroNoise > 0 {
+                        v += Vec3(s.noise.gaussian(), s.noise.gaussian(), s.noise.gaussian()) * imp.gyroNoise
+                    }
+                case .magn:
+                    v = m.magneticField
+                }
+                // The chip measures in its own frame; the mount matrix M takes chip to device
+                // (v_device = M·v_chip), so the chip sees Mᵀ·v_device.
+                let chip = (s.calibration.mount[ch.typeName] ?? .identity).transposed * v
+                let si = chip[ch.axis ?? 0]
+                let scale = s.calibration.scale[i]
+                let raw = scale != 0 ? (si / scale - s.calibration.offset[i]).rounded() : 0
+                let clamped = raw.isFinite ? max(min(raw, 9.2e18), -9.2e18) : 0
+                let type = ch.scanType ?? ScanType(isBigEndian: false, isSigned: true, bits: 32, storageBits: 32)
+                out.append(type.saturate(Int64(clamped)))
+            }
+            return out
+        }
+    }
+
+    func refreshRaw(at now: Int64, motionTime: Double, scratch: String) {
+        let values = rawValues(motionTime: motionTime, noisy: true)
+        let skip = state.withLock { $0.unreadable }
+        for (ch, v) in zip(channels, values) where ch.spec.hasRaw {
+            let file = "in_\(ch.spec.id)_raw"
+            if skip.contains(file) { continue }
+            try? Files.replaceAtomically("\(v)\n", at: directory + "/" + file, scratch: scratch, mode: 0o444)
+        }
+    }
+
+    /// Rewrites the `raw` files at the sampling frequency (at most `rawRefreshMax`, at least 10 Hz,
+    /// so a device stopped at 0 Hz still answers polled reads the way the hardware would).
+    func refreshRawLoop(stopFD: Int32, simulator: Simulator) {
+        let types = motionTypes
+        while !simulator.isStopping {
+            if state.withLock({ $0.unplugged }) { return }
+            let hz = min(max(rate(types: types, simulator: simulator), 10), options.rawRefreshMax)
+            if simulator.waitForStop(nanoseconds: Int64(1e9 / hz)) { return }
+            let now = SimClock.now()
+            refreshRaw(at: now, motionTime: simulator.motionTime(now), scratch: simulator.scratch)
+        }
+    }
+
+    // MARK: Faults
+
+    func unplug(devDirectory: String) {
+        state.withLock { $0.unplugged = true }
+        stopStream(wait: true)
+        Files.removeTree(directory)
+        unlink(devNode)
+    }
+
+    // MARK: Streaming
+
+    var streamStats: StreamStats { state.withLock { $0.stats } }
+
+    /// The scan layout from the `_en` files as they are now.
+    func enabledLayout() -> (ScanLayout, [Int]) {
+        var entries: [(channel: String, index: Int, type: ScanType)] = []
+        var channelIndex: [String: Int] = [:]
+        for (i, ch) in channels.enumerated() {
+            guard let idx = ch.spec.index, let t = ch.scanType else { continue }
+            if read("scan_elements/in_\(ch.spec.id)_en") == "1" {
+                entries.append((ch.spec.id, idx, t))
+                channelIndex[ch.spec.id] = i
+            }
+        }
+        let layout = ScanLayout(channels: entries)
+        return (layout, layout.elements.map { channelIndex[$0.channel]! })
+    }
+
+    func startStream(simulator: Simulator) {
+        stopStream(wait: true)
+        if let b = spec.buffer, b.triggered {
+            let trig = read("trigger/current_trigger") ?? ""
+            if trig.isEmpty || !simulator.triggerIsValid(trig, for: spec.name) {
+                simulator.warn("\(id) (\(spec.name)): buffer not started: no trigger (the kernel returns EINVAL; set trigger/current_trigger)")
+                try? write("buffer/enable", "0")
+                return
+            }
+        }
+        let (layout, map) = enabledLayout()
+        if layout.elements.isEmpty {
+            simulator.warn("\(id) (\(spec.name)): buffer enabled with no scan element enabled (the kernel returns EINVAL)")
+            try? write("buffer/enable", "0")
+            return
+        }
+        let sessionNumber = state.withLock { s -> Int in
+            s.stats.sessions += 1
+            return s.stats.sessions
+        }
+        let session = StreamSession(device: self, simulator: simulator, layout: layout, channelMap: map,
+                                    number: sessionNumber)
+        state.withLock { $0.session = session }
+        session.start()
+    }
+
+    func stopStream(wait: Bool) {
+        let s = state.withLock { st -> StreamSession? in
+            let s = st.session
+            st.session = nil
+            return s
+        }
+        s?.stop(wait: wait)
+    }
+
+    func record(written: Int64 = 0, dropped: Int64 = 0, unread: Int64 = 0) {
+        state.withLock {
+            $0.stats.scansWritten += written
+            $0.stats.scansDropped += dropped
+            $0.stats.scansUnreadAtClose += unread
+        }
+    }
+}

@@ -1,0 +1,283 @@
+import Foundation
+
+/// A description of simulated IIO hardware, laid out the way the kernel lays it out in sysfs.
+///
+/// A fixture is JSON. Each device lists the files of its directory under
+/// `/sys/bus/iio/devices/iio:deviceN/` (`attributes`, relative paths, exact contents), its channels
+/// (which produce `in_<id>_raw` and, when they have a scan `index`, `scan_elements/in_<id>_{en,index,type}`),
+/// whether it has a buffer (`buffer/{enable,length,watermark}` and `/dev/iio:deviceN`) and a trigger
+/// (`trigger/current_trigger`). Triggers become `triggerN` directories with a `name`.
+///
+/// ```json
+/// { "description": "…",
+///   "devices": [ { "name": "bmi160",
+///                  "attributes": { "in_accel_scale": "0.000598", "in_accel_sampling_frequency": "100" },
+///                  "channels": [ { "id": "accel_x", "index": 0, "format": "le:s16/16>>0" }, … ],
+///                  "buffer": { "triggered": true }, "current_trigger": "bmi160-dev0" } ],
+///   "triggers": [ { "name": "bmi160-dev0" } ] }
+/// ```
+public struct Fixture: Codable, Sendable {
+    /// What real hardware this models, and its source.
+    public var description: String
+    /// IIO devices, numbered `iio:device0…` in this order.
+    public var devices: [Device]
+    /// Trigger devices, numbered `trigger0…` in this order.
+    public var triggers: [Trigger]
+
+    public init(description: String, devices: [Device], triggers: [Trigger] = []) {
+        self.description = description
+        self.devices = devices
+        self.triggers = triggers
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        description = try c.decodeIfPresent(String.self, forKey: .description) ?? ""
+        devices = try c.decode([Device].self, forKey: .devices)
+        triggers = try c.decodeIfPresent([Trigger].self, forKey: .triggers) ?? []
+    }
+
+    /// One IIO device.
+    public struct Device: Codable, Sendable {
+        /// The `name` file (the driver's name for the device, e.g. `bmi160`, `lsm6dso_accel`).
+        public var name: String
+        /// The optional `label` file (e.g. `accel-display`).
+        public var label: String?
+        /// Other files of the device directory, by path relative to it, with their contents.
+        public var attributes: [String: String]
+        /// Channels, each with its `raw` file and, when it has a scan index, its scan element.
+        public var channels: [Channel]
+        /// Present when the device can buffer.
+        public var buffer: Buffer?
+        /// When present, `trigger/current_trigger` exists with this content ("" for none set).
+        public var currentTrigger: String?
+        /// Files that are writable (mode 0644) beyond the ones the simulator knows to be writable.
+        public var writable: [String]
+
+        enum CodingKeys: String, CodingKey {
+            case name, label, attributes, channels, buffer, writable
+            case currentTrigger = "current_trigger"
+        }
+
+        public init(name: String, label: String? = nil, attributes: [String: String] = [:], channels: [Channel],
+                    buffer: Buffer? = nil, currentTrigger: String? = nil, writable: [String] = []) {
+            self.name = name
+            self.label = label
+            self.attributes = attributes
+            self.channels = channels
+            self.buffer = buffer
+            self.currentTrigger = currentTrigger
+            self.writable = writable
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            name = try c.decode(String.self, forKey: .name)
+            label = try c.decodeIfPresent(String.self, forKey: .label)
+            attributes = try c.decodeIfPresent([String: String].self, forKey: .attributes) ?? [:]
+            channels = try c.decodeIfPresent([Channel].self, forKey: .channels) ?? []
+            buffer = try c.decodeIfPresent(Buffer.self, forKey: .buffer)
+            currentTrigger = try c.decodeIfPresent(String.self, forKey: .currentTrigger)
+            writable = try c.decodeIfPresent([String].self, forKey: .writable) ?? []
+        }
+    }
+
+    /// One input channel.
+    public struct Channel: Codable, Sendable {
+        /// The channel id as in file names: `accel_x`, `anglvel_z`, `magn_y`, `temp`, `timestamp`.
+        public var id: String
+        /// Scan index; nil when the channel is not a scan element.
+        public var index: Int?
+        /// Scan type string, e.g. `le:s16/16>>0`; required with `index`.
+        public var format: String?
+        /// Whether `in_<id>_raw` exists (default: true except for the timestamp).
+        public var raw: Bool?
+        /// A constant raw value for channels with no motion behind them (e.g. `temp`).
+        public var value: Int64?
+        /// How unused storage bits are filled in the stream (default `sign`).
+        public var upperBits: ScanType.UpperBits?
+
+        enum CodingKeys: String, CodingKey {
+            case id, index, format, raw, value
+            case upperBits = "upper_bits"
+        }
+
+        public init(id: String, index: Int? = nil, format: String? = nil, raw: Bool? = nil, value: Int64? = nil,
+                    upperBits: ScanType.UpperBits? = nil) {
+            self.id = id
+            self.index = index
+            self.format = format
+            self.raw = raw
+            self.value = value
+            self.upperBits = upperBits
+        }
+
+        /// The channel's type prefix: `accel`, `anglvel`, `magn`, `temp`, `timestamp`, …
+        public var typeName: String {
+            if let u = id.firstIndex(of: "_") { return String(id[..<u]) }
+            return String(id.prefix { !$0.isNumber })
+        }
+
+        /// `x`, `y` or `z` for a per-axis channel.
+        public var axis: Int? {
+            switch id.split(separator: "_").last {
+            case "x": return 0
+            case "y": return 1
+            case "z": return 2
+            default: return nil
+            }
+        }
+
+        /// Whether a `raw` file is generated.
+        public var hasRaw: Bool { raw ?? (typeName != "timestamp") }
+    }
+
+    /// The device's buffer.
+    public struct Buffer: Codable, Sendable {
+        /// True when the buffer only runs with a trigger set in `trigger/current_trigger` (the kernel
+        /// refuses `buffer/enable` with EINVAL otherwise). False for hardware-FIFO drivers.
+        public var triggered: Bool
+        /// Initial `buffer/length`.
+        public var length: Int
+        /// Initial `buffer/watermark`.
+        public var watermark: Int
+        /// Stream rate when no sampling-frequency attribute decides it (Hz).
+        public var rate: Double?
+
+        public init(triggered: Bool, length: Int = 1, watermark: Int = 1, rate: Double? = nil) {
+            self.triggered = triggered
+            self.length = length
+            self.watermark = watermark
+            self.rate = rate
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            triggered = try c.decodeIfPresent(Bool.self, forKey: .triggered) ?? false
+            length = try c.decodeIfPresent(Int.self, forKey: .length) ?? 1
+            watermark = try c.decodeIfPresent(Int.self, forKey: .watermark) ?? 1
+            rate = try c.decodeIfPresent(Double.self, forKey: .rate)
+        }
+    }
+
+    /// A trigger device (`/sys/bus/iio/devices/triggerN`).
+    public struct Trigger: Codable, Sendable {
+        /// Its `name` file, e.g. `bmi160-dev0`.
+        public var name: String
+        /// Other files (e.g. `sampling_frequency` for an hrtimer trigger).
+        public var attributes: [String: String]
+        /// When set, only the device with this name may use the trigger (drivers' `validate_trigger`).
+        public var owner: String?
+
+        public init(name: String, attributes: [String: String] = [:], owner: String? = nil) {
+            self.name = name
+            self.attributes = attributes
+            self.owner = owner
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            name = try c.decode(String.self, forKey: .name)
+            attributes = try c.decodeIfPresent([String: String].self, forKey: .attributes) ?? [:]
+            owner = try c.decodeIfPresent(String.self, forKey: .owner)
+        }
+    }
+
+    /// Errors loading or checking a fixture.
+    public struct LoadError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Checks what JSON cannot: scan formats parse, indices are unique, trigger names resolve.
+    /// - Throws: ``LoadError`` naming the device and channel at fault.
+    public func validate() throws {
+        for (n, d) in devices.enumerated() {
+            var seen: [Int: String] = [:]
+            for ch in d.channels {
+                if let idx = ch.index {
+                    guard let f = ch.format else {
+                        throw LoadError(description: "iio:device\(n) (\(d.name)): channel \(ch.id) has a scan index but no format")
+                    }
+                    do { _ = try ScanType(parsing: f) } catch {
+                        throw LoadError(description: "iio:device\(n) (\(d.name)): channel \(ch.id): \(error)")
+                    }
+                    if let other = seen[idx] {
+                        throw LoadError(description: "iio:device\(n) (\(d.name)): channels \(other) and \(ch.id) share scan index \(idx)")
+                    }
+                    seen[idx] = ch.id
+                    if d.buffer == nil {
+                        throw LoadError(description: "iio:device\(n) (\(d.name)): channel \(ch.id) is a scan element but the device has no buffer")
+                    }
+                }
+            }
+            if let t = d.currentTrigger, !t.isEmpty, !triggers.contains(where: { $0.name == t }) {
+                throw LoadError(description: "iio:device\(n) (\(d.name)): current_trigger \"\(t)\" names no trigger of the fixture")
+            }
+        }
+    }
+
+    /// Reads a fixture file.
+    /// - Throws: ``LoadError`` with the path and what is wrong.
+    public static func load(path: String) throws -> Fixture {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw LoadError(description: "cannot read fixture file \(path)")
+        }
+        do {
+            let f = try JSONDecoder().decode(Fixture.self, from: data)
+            try f.validate()
+            return f
+        } catch let e as LoadError {
+            throw LoadError(description: "\(path): \(e.description)")
+        } catch {
+            throw LoadError(description: "\(path): not a valid fixture: \(error)")
+        }
+    }
+
+    /// Resolves `--fixture NAME|PATH`: a path when it contains `/` or ends in `.json`, else one of
+    /// ``builtInNames``, looked up in ``fixtureDirectories``.
+    /// - Throws: ``LoadError`` listing the fixtures there are.
+    public static func resolve(_ nameOrPath: String) throws -> Fixture {
+        if nameOrPath.contains("/") || nameOrPath.hasSuffix(".json") {
+            return try load(path: nameOrPath)
+        }
+        for dir in fixtureDirectories {
+            let p = dir + "/" + nameOrPath + ".json"
+            if FileManager.default.fileExists(atPath: p) { return try load(path: p) }
+        }
+        let names = available().map(\.name).joined(separator: ", ")
+        throw LoadError(description: "no fixture named \"\(nameOrPath)\" (available: \(names); or give a path to a .json file)")
+    }
+
+    /// Where named fixtures are looked up: `$IIO_SIM_FIXTURES` (colon-separated), then the
+    /// `fixtures/` folder shipped with the package.
+    public static var fixtureDirectories: [String] {
+        var dirs: [String] = []
+        if let env = ProcessInfo.processInfo.environment["IIO_SIM_FIXTURES"] {
+            dirs += env.split(separator: ":").map(String.init)
+        }
+        // Installed next to the binary (share/iio-sim/fixtures), or the source tree this was built from.
+        let exe = URL(fileURLWithPath: CommandLine.arguments.first ?? "").resolvingSymlinksInPath()
+        dirs.append(exe.deletingLastPathComponent().appendingPathComponent("../share/iio-sim/fixtures").standardized.path)
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../fixtures").standardized.path
+        dirs.append(source)
+        return dirs
+    }
+
+    /// Every fixture found in ``fixtureDirectories``: name, path and description.
+    public static func available() -> [(name: String, path: String, description: String)] {
+        var out: [(String, String, String)] = []
+        var seen = Set<String>()
+        for dir in fixtureDirectories {
+            guard let files = try? FileManager.default.contentsOfDirectory(atPath: dir) else { continue }
+            for f in files.sorted() where f.hasSuffix(".json") {
+                let name = String(f.dropLast(5))
+                guard seen.insert(name).inserted else { continue }
+                let path = dir + "/" + f
+                let desc = (try? load(path: path))?.description ?? "(invalid fixture)"
+                out.append((name, path, desc))
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+
+/// The command line of `iio-sim`, parsed without side effects so tests can check it.
+public struct SimCommandLine: Sendable {
+    /// What to do.
+    public enum Action: Sendable, Equatable { case run, listFixtures, help, version }
+
+    public var action: Action = .run
+    /// `--fixture NAME|PATH` (repeatable: devices of later fixtures are numbered after earlier ones).
+    public var fixtures: [String] = []
+    /// Everything that shapes the simulation.
+    public var options = SimulationOptions()
+    /// `--iiod`: also serve the context with the real `iiod` on 127.0.0.1.
+    public var iiod = false
+    /// `--iiod-port`.
+    public var iiodPort = 30431
+    /// `--keep-caps`: do not drop CAP_DAC_OVERRIDE from a uid-0 COMMAND.
+    public var keepCaps = false
+    /// `--user NAME|UID`: run COMMAND as this user (real root only).
+    public var user: String?
+    /// COMMAND and its arguments (after `--`).
+    public var command: [String] = []
+
+    /// A usage error: what is wrong, for a one-line message (exit 64).
+    public struct UsageError: Error, CustomStringConvertible, Equatable {
+        public var description: String
+    }
+
+    /// The text of `--help`.
+    public static let help = """
+    iio-sim: simulated IIO accelerometers and gyroscopes on the real kernel interface, for libiio
+
+    USAGE: iio-sim --fixture NAME|PATH [OPTIONS] -- COMMAND [ARGS...]
+           iio-sim --list-fixtures
+
+    Runs COMMAND in private user, mount and network namespaces in which /sys/bus/iio/devices holds the
+    fixture's devices and /dev/iio:deviceN exists for each device with a buffer. The host is never
+    touched; no root needed. Exits with COMMAND's status.
+
+    OPTIONS:
+      --fixture NAME|PATH     a built-in fixture (see --list-fixtures) or a JSON file; repeatable
+      --list-fixtures         list the fixtures found and what they model
+      --motion SPEC           still[:up=+z|-z|+y|-y|+x|-x]        lying still (default: face up)
+                              rotate[:axis=z,dps=90,up=+z]        constant rotation about a device axis
+                              shake[:axis=x,g=0.5,hz=3,up=+z]     linear shaking
+                              tilt[:deg=30,move=1,hold=1,up=+z]   tilt about x, back, about y, back
+      --accel-noise SIGMA     white noise on the accelerometer, m/s² (default 0)
+      --gyro-noise SIGMA      white noise on the gyroscope, rad/s (default 0)
+      --gyro-bias X,Y,Z       constant gyroscope bias, rad/s
+      --seed N                seed for the noise (default 1)
+      --fast                  stream as fast as the reader drains (virtual time) instead of at the
+                              sampling frequency
+      --raw-refresh-max HZ    rewrite raw files at most this often (default 200)
+      --unplug DEV@SECONDS    remove the device's sysfs directory and node SECONDS after start
+      --no-irq DEV            the device's buffer enables but never delivers data
+      --unreadable DEV/FILE   make one attribute file unreadable (mode 0000)
+      --set DEV/FILE=VALUE    give an attribute file other contents (e.g. garbage)
+      --iiod                  also run the real iiod, so COMMAND can use ip:127.0.0.1
+      --iiod-port N           iiod's port (default 30431)
+      --stream-log DIR        save every stream session's bytes and a JSON summary in DIR
+      --user NAME|UID         run COMMAND as this user (when iio-sim runs as root)
+      --keep-caps             let a uid-0 COMMAND bypass file modes (by default it cannot, as on sysfs)
+      -v, --verbose           say what the simulator does, on stderr
+      -h, --help              show this help
+      --version               show the version
+
+    DEV is a device id (iio:device0), name (bmi160) or label.
+    """
+
+    /// Parses `arguments` (without the program name).
+    /// - Throws: ``UsageError`` for anything malformed.
+    public init(arguments: [String]) throws {
+        var args = arguments[...]
+        func value(_ flag: String) throws -> String {
+            guard let v = args.popFirst() else { throw UsageError(description: "\(flag) needs a value") }
+            return v
+        }
+        func number(_ flag: String) throws -> Double {
+            let v = try value(flag)
+            guard let d = Double(v), d.isFinite else { throw UsageError(description: "\(flag): \"\(v)\" is not a number") }
+            return d
+        }
+        func deviceFile(_ flag: String, _ text: String) throws -> (String, String) {
+            guard let slash = text.firstIndex(of: "/"), slash != text.startIndex, text.index(after: slash) != text.endIndex else {
+                throw UsageError(description: "\(flag) expects DEV/FILE, e.g. iio:device0/in_accel_x_raw")
+            }
+            return (String(text[..<slash]), String(text[text.index(after: slash)...]))
+        }
+        while let a = args.popFirst() {
+            switch a {
+            case "--":
+                command = Array(args)
+                args = []
+            case "-h", "--help": action = .help
+            case "--version": action = .version
+            case "--list-fixtures": action = .listFixtures
+            case "--fixture": fixtures.append(try value(a))
+            case "--motion":
+                let spec = try value(a)
+                do { options.motion = try MotionScript(parsing: spec) } catch {
+                    throw UsageError(description: "\(error)")
+                }
+            case "--accel-noise": options.imperfections.accelNoise = try number(a)
+            case "--gyro-noise": options.imperfections.gyroNoise = try number(a)
+            case "--gyro-bias":
+                let v = try value(a)
+                let parts = v.split(separator: ",").compactMap { Double($0) }
+                guard parts.count == 3 else { throw UsageError(description: "--gyro-bias expects X,Y,Z in rad/s") }
+                options.imperfections.gyroBias = Vec3(parts[0], parts[1], parts[2])
+            case "--seed":
+                let v = try value(a)
+                guard let s = UInt64(v) else { throw UsageError(description: "--seed: \"\(v)\" is not a non-negative integer") }
+                options.seed = s
+            case "--fast": options.fast = true
+            case "--raw-refresh-max":
+                options.rawRefreshMax = try number(a)
+                guard options.rawRefreshMax > 0 else { throw UsageError(description: "--raw-refresh-max must be > 0") }
+            case "--unplug":
+                let v = try value(a)
+                guard let at = v.lastIndex(of: "@"), let t = Double(v[v.index(after: at)...]), t >= 0 else {
+                    throw UsageError(description: "--unplug expects DEV@SECONDS, e.g. iio:device0@2.5")
+                }
+                options.unplug.append((String(v[..<at]), t))
+            case "--no-irq": options.noIRQ.append(try value(a))
+            case "--unreadable":
+                let (d, f) = try deviceFile(a, try value(a))
+                options.unreadable.append((d, f))
+            case "--set":
+                let v = try value(a)
+                guard let eq = v.firstIndex(of: "=") else { throw UsageError(description: "--set expects DEV/FILE=VALUE") }
+                let (d, f) = try deviceFile(a, String(v[..<eq]))
+                options.overrides.append((d, f, String(v[v.index(after: eq)...])))
+            case "--iiod": iiod = true
+            case "--iiod-port":
+                let v = try value(a)
+                guard let p = Int(v), (1...65535).contains(p) else { throw UsageError(description: "--iiod-port: \"\(v)\" is not a port") }
+                iiodPort = p
+            case "--stream-log": options.streamLog = try value(a)
+            case "--user": user = try value(a)
+            case "--keep-caps": keepCaps = true
+            case "-v", "--verbose": options.verbose = true
+            default:
+                throw UsageError(description: "unknown option \(a)")
+            }
+        }
+        if action == .run {
+            if fixtures.isEmpty { throw UsageError(description: "--fixture NAME|PATH is required (see --list-fixtures)") }
+            if command.isEmpty { throw UsageError(description: "no COMMAND: put it after --, e.g. iio-sim --fixture bmi160 -- iio_info") }
+        }
+    }
+
+    /// The fixtures named on the command line, merged in order into one context.
+    /// - Throws: ``Fixture/LoadError`` when one cannot be found or read.
+    public func loadFixture() throws -> Fixture {
+        var merged = Fixture(description: "", devices: [], triggers: [])
+        var descriptions: [String] = []
+        for name in fixtures {
+            let f = try Fixture.resolve(name)
+            merged.devices += f.devices
+            merged.triggers += f.triggers
+            descriptions.append(f.description)
+        }
+        merged.description = descriptions.joined(separator: " + ")
+        try merged.validate()
+        return merged
+    }
+}
