@@ -1,0 +1,128 @@
+import Glibc
+import IIOMotion
+
+/// One sample of one sensor, as the CLI prints it.
+struct Reading: Equatable, Sendable {
+    var kind: SensorKind
+    /// The IIO id, e.g. `"iio:device0"`.
+    var deviceID: String
+    /// `"iio:device0 (bmi160)"`.
+    var deviceDescription: String
+    /// Seconds on `CLOCK_MONOTONIC`.
+    var timestamp: Double
+    var x: Double
+    var y: Double
+    var z: Double
+}
+
+/// The text forms of readings and device lists. Pure functions: the tests pin them down.
+enum Format {
+    // MARK: Readings
+
+    /// The pinned JSON line of a reading:
+    /// `{"sensor":"accelerometer","device":"iio:device0","timestamp":S,"x":X,"y":Y,"z":Z}`.
+    static func json(_ r: Reading) -> String {
+        JSONValue.object([
+            ("sensor", .string(r.kind.rawValue)),
+            ("device", .string(r.deviceID)),
+            ("timestamp", .number(r.timestamp)),
+            ("x", .number(r.x)),
+            ("y", .number(r.y)),
+            ("z", .number(r.z)),
+        ]).text
+    }
+
+    /// The readable line `--once` prints, e.g.
+    /// `accelerometer  iio:device0 (bmi160)  x +0.0000  y +0.0000  z -1.0003 g  at 1234.567890 s`.
+    static func line(_ r: Reading, units: MotionUnits) -> String {
+        "\(r.kind.rawValue.padding(to: 13))  \(r.deviceDescription)  \(axes(r)) \(unit(r.kind, units))  at \(fixed(r.timestamp, 6)) s"
+    }
+
+    /// One line of the continuous view: the time, then each sensor's axes, e.g.
+    /// `1234.567 s  accelerometer x +0.0000 y +0.0000 z -1.0003 g  gyroscope x … rad/s`.
+    static func watchLine(_ readings: [Reading], units: MotionUnits) -> String {
+        let time = readings.map(\.timestamp).min() ?? 0
+        let parts = readings.map { "\($0.kind.rawValue) \(axes($0)) \(unit($0.kind, units))" }
+        return "\(fixed(time, 3)) s  " + parts.joined(separator: "  ")
+    }
+
+    /// The unit symbol of a sensor's readings.
+    static func unit(_ kind: SensorKind, _ units: MotionUnits) -> String {
+        switch (kind, units) {
+        case (.accelerometer, .coreMotion): "g"
+        case (.accelerometer, .si): "m/s²"
+        case (.gyroscope, _): "rad/s"
+        case (.magnetometer, _): "µT"
+        }
+    }
+
+    private static func axes(_ r: Reading) -> String {
+        "x \(fixed(r.x, 4, sign: true))  y \(fixed(r.y, 4, sign: true))  z \(fixed(r.z, 4, sign: true))"
+    }
+
+    // MARK: Device lists
+
+    /// `--list --json`: one object per device, keys in this order: `id`, `name`, `label`,
+    /// `location`, `sensors`, `buffered`, `trigger`, `sampling_frequency` (Hz per sensor, or null),
+    /// `mount_matrix` (rows per sensor).
+    static func json(_ devices: [DeviceInfo]) -> String {
+        JSONValue.array(devices.map { d in
+            .object([
+                ("id", .string(d.id)),
+                ("name", .string(d.name)),
+                ("label", .string(d.label)),
+                ("location", .string(d.location)),
+                ("sensors", .array(d.sensors.map { .string($0.kind.rawValue) })),
+                ("buffered", .bool(d.canBuffer)),
+                ("trigger", .string(d.triggerName)),
+                ("sampling_frequency", .object(d.sensors.map { ($0.kind.rawValue, .number($0.samplingFrequency)) })),
+                ("mount_matrix", .object(d.sensors.map { s in
+                    (s.kind.rawValue, .array(s.mountMatrix.rows.map { .array($0.map { .number($0) }) }))
+                })),
+            ])
+        }).text
+    }
+
+    /// `--list`: a table with a header row, columns padded to their widest cell.
+    static func table(_ devices: [DeviceInfo]) -> String {
+        let header = ["DEVICE", "NAME", "LABEL", "SENSORS", "BUFFERED", "SAMPLING", "TRIGGER"]
+        let rows = devices.map { d -> [String] in
+            let label = d.label ?? d.location.map { "(location \($0))" } ?? "-"
+            let frequencies = d.sensors.compactMap(\.samplingFrequency)
+            var unique: [Double] = []
+            for f in frequencies where !unique.contains(f) { unique.append(f) }
+            let sampling = unique.isEmpty ? "-" : unique.map { "\(shortest($0)) Hz" }.joined(separator: ", ")
+            return [
+                d.id, d.name ?? "-", label, d.sensors.map(\.kind.rawValue).joined(separator: ","),
+                d.canBuffer ? "yes" : "no", sampling, d.triggerName ?? "-",
+            ]
+        }
+        let all = [header] + rows
+        let widths = header.indices.map { c in all.map { $0[c].count }.max() ?? 0 }
+        return all.map { row in
+            row.enumerated().map { c, cell in c == row.count - 1 ? cell : cell.padding(to: widths[c]) }
+                .joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    // MARK: Numbers
+
+    /// `100` for 100.0, `12.5` for 12.5: for humans, where the trailing `.0` is noise.
+    static func shortest(_ d: Double) -> String {
+        if d == d.rounded(), abs(d) < 1e15 { return String(Int64(d)) }
+        return d.description
+    }
+
+    /// `d` with `digits` decimals (printf's `%.*f`), with an explicit `+` when `sign` is true.
+    /// For human output only: JSON uses ``JSONValue/number(text:)``, which round-trips.
+    static func fixed(_ d: Double, _ digits: Int, sign: Bool = false) -> String {
+        guard d.isFinite else { return d.description }
+        let d = d + 0.0 // −0 reads +0: a sign on a zero is noise to a person
+        var buffer = [CChar](repeating: 0, count: 64)
+        let format = sign ? "%+.*f" : "%.*f"
+        _ = withVaList([Int32(digits), d]) { args in
+            vsnprintf(&buffer, buffer.count, format, args)
+        }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

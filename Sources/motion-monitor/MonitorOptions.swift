@@ -1,0 +1,276 @@
+import IIOMotion
+
+/// What the command line asked for. Built by a pure parser, ``init(arguments:)``, so tests can
+/// check every option without starting a process.
+///
+/// The shape follows swift-argument-parser (an `abstract`, and `help:` per option), which this
+/// package cannot depend on: ``MonitorOptions/specs`` is the one table both the parser and
+/// ``helpText`` are built from, so the help can never disagree with what is accepted.
+///
+/// ```swift
+/// let options = try MonitorOptions(arguments: ["--once", "--json", "--device", "accel-base"])
+/// options.mode      // .once
+/// options.selector  // DeviceSelector.matching("accel-base")
+/// ```
+struct MonitorOptions: Equatable, Sendable {
+    /// What the program does.
+    enum Mode: Equatable, Sendable {
+        /// Print readings continuously until interrupted (the default).
+        case watch
+        /// Read one sample of each requested sensor and exit.
+        case once
+        /// Print the motion sensors found.
+        case list
+        /// Print the help and exit 0.
+        case help
+        /// Print the version and exit 0.
+        case version
+    }
+
+    /// Which sensors `--sensor` asks for. Later issues add cases (`magnetometer`, `motion`);
+    /// everything else asks ``kinds``, so adding one is a case here plus its `kinds`.
+    enum SensorChoice: String, CaseIterable, Equatable, Sendable {
+        case accelerometer
+        case gyroscope
+        case all
+
+        /// The sensors read, in output order.
+        var kinds: [SensorKind] {
+            switch self {
+            case .accelerometer: [.accelerometer]
+            case .gyroscope: [.gyroscope]
+            case .all: [.accelerometer, .gyroscope]
+            }
+        }
+    }
+
+    var mode: Mode = .watch
+    /// `--json`: machine-readable output.
+    var json = false
+    /// `--si`: m/s² with the kernel's sign instead of Core Motion's g.
+    var si = false
+    /// `--uri`: the libiio context.
+    var uri = "local:"
+    /// `--device`: an IIO id, driver name or label; nil for automatic selection.
+    var device: String?
+    /// `--sensor`.
+    var sensor: SensorChoice = .all
+
+    /// The sensors to read, in output order.
+    var kinds: [SensorKind] { sensor.kinds }
+
+    /// The units readings are printed in.
+    var units: MotionUnits { si ? .si : .coreMotion }
+
+    /// The device selector every sensor uses: `--device`'s text matched against id, then label,
+    /// then name (libiio's order), or automatic.
+    var selector: DeviceSelector { device.map { .matching($0) } ?? .automatic }
+
+    /// Parses the arguments after the program name.
+    /// - Parameter arguments: e.g. `["--once", "--json"]`; `--opt=value` and `--opt value` are
+    ///   both accepted, and a repeated option keeps its last value.
+    /// - Throws: ``UsageError`` for an unknown option, a missing or invalid value, a stray
+    ///   argument, or options that contradict each other.
+    init(arguments: [String]) throws(UsageError) {
+        // As with swift-argument-parser, --help (then --version) anywhere wins over everything else,
+        // even over mistakes elsewhere on the line: someone who asks for help should get it.
+        if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) {
+            mode = .help
+            return
+        }
+        if arguments.contains("--version") {
+            mode = .version
+            return
+        }
+        var explicitMode: (mode: Mode, flag: String)?
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            guard argument.hasPrefix("-"), argument != "-" else {
+                throw UsageError("unexpected argument '\(argument)'")
+            }
+            let (name, inline) = Self.split(argument)
+            guard let spec = Self.specs.first(where: { $0.names.contains(name) }) else {
+                throw UsageError("unknown option '\(name)'")
+            }
+            var value: String?
+            if let valueName = spec.valueName {
+                if let inline {
+                    value = inline
+                } else if index < arguments.count, !arguments[index].hasPrefix("--") {
+                    value = arguments[index]
+                    index += 1
+                } else {
+                    throw UsageError("missing value for '\(name) <\(valueName)>'")
+                }
+            } else if inline != nil {
+                throw UsageError("'\(name)' does not take a value")
+            }
+            switch spec.effect {
+            case .mode(let m):
+                if let previous = explicitMode, previous.mode != m {
+                    throw UsageError("'\(previous.flag)' and '\(name)' cannot be used together")
+                }
+                explicitMode = (m, name)
+                mode = m
+            case .json: json = true
+            case .si: si = true
+            case .uri:
+                guard let value, !value.isEmpty else { throw UsageError("'--uri' needs a non-empty URI such as local: or ip:HOST") }
+                uri = value
+            case .device:
+                guard let value, !value.isEmpty else { throw UsageError("'--device' needs a device id, name or label") }
+                device = value
+            case .sensor:
+                guard let value, let choice = SensorChoice(rawValue: value) else {
+                    let values = SensorChoice.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw UsageError("invalid value '\(value ?? "")' for '--sensor' (expected one of: \(values))")
+                }
+                sensor = choice
+            }
+        }
+    }
+
+    /// The defaults: the continuous view of all sensors on `local:`.
+    init() {}
+
+    /// `--uri=ip:x` → (`--uri`, `ip:x`); `--once` → (`--once`, nil).
+    private static func split(_ argument: String) -> (name: String, value: String?) {
+        guard argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") else { return (argument, nil) }
+        return (String(argument[..<eq]), String(argument[argument.index(after: eq)...]))
+    }
+}
+
+// MARK: - The option table
+
+extension MonitorOptions {
+    /// What an option does when it is seen.
+    enum Effect: Equatable, Sendable {
+        case mode(Mode), json, si, uri, device, sensor
+    }
+
+    /// One option: its spellings, its value's name if it takes one, and its help.
+    struct Spec: Sendable {
+        var names: [String]
+        var valueName: String?
+        var help: String
+        var effect: Effect
+    }
+
+    /// The program's name in help and messages.
+    static let commandName = "motion-monitor"
+
+    /// The version `--version` prints.
+    static let version = "0.1.0"
+
+    /// One line on what the program does.
+    static let abstract = "Show readings from the Linux IIO accelerometers and gyroscopes of this machine (or of a remote iiod)."
+
+    /// Every option, in help order.
+    static let specs: [Spec] = [
+        Spec(names: ["--list"], help: "List the IIO devices that have motion sensors, and exit.", effect: .mode(.list)),
+        Spec(names: ["--once"], help: "Read one sample of each requested sensor, print it, and exit.", effect: .mode(.once)),
+        Spec(names: ["--json"], help: "Print JSON: with --list an array of devices; otherwise one object per reading per line.",
+             effect: .json),
+        Spec(names: ["--si"], help: "Acceleration in m/s² with the kernel's sign (face up: z ≈ +9.81) instead of Core Motion's g (face up: z ≈ −1).",
+             effect: .si),
+        Spec(names: ["--uri"], valueName: "uri", help: "The libiio context: local: (default), ip:HOST[:PORT] for an iiod, or any URI libiio accepts.",
+             effect: .uri),
+        Spec(names: ["--device"], valueName: "device",
+             help: "Read from this device (an IIO id such as iio:device1, a label such as accel-base, or a driver name) when several offer a sensor. Default: the display's accelerometer before the base's.",
+             effect: .device),
+        Spec(names: ["--sensor"], valueName: "sensor",
+             help: "Which sensors to read: \(SensorChoice.allCases.map(\.rawValue).joined(separator: ", ")) (default: all).",
+             effect: .sensor),
+        Spec(names: ["-h", "--help"], help: "Show help information.", effect: .mode(.help)),
+        Spec(names: ["--version"], help: "Show the version.", effect: .mode(.version)),
+    ]
+
+    /// The text `--help` prints.
+    static var helpText: String {
+        var lines = [
+            "OVERVIEW: \(abstract)",
+            "",
+            "Readings use Core Motion's conventions: acceleration in g (a device lying face up reads z ≈ −1),",
+            "rotation rate in rad/s (right-hand rule), timestamps in seconds on CLOCK_MONOTONIC, axes after the",
+            "sensor's mount matrix. Data goes to stdout; messages go to stderr.",
+            "",
+            "USAGE: \(commandName) [--list | --once] [--json] [--si] [--uri <uri>] [--device <device>] [--sensor <sensor>]",
+            "",
+            "  Without --list or --once, prints readings about ten times a second until interrupted",
+            "  (Ctrl-C or SIGTERM ends it with status 0).",
+            "",
+            "OPTIONS:",
+        ]
+        for spec in specs {
+            var left = "  " + spec.names.joined(separator: ", ")
+            if let v = spec.valueName { left += " <\(v)>" }
+            let words = spec.help.split(separator: " ").map(String.init)
+            let wrapped = wrap(words, width: 100 - 26)
+            for (i, line) in wrapped.enumerated() {
+                let prefix = i == 0 ? left : ""
+                if i == 0, prefix.count >= 25 {
+                    lines.append(prefix)
+                    lines.append(String(repeating: " ", count: 26) + line)
+                } else {
+                    lines.append(prefix.padding(to: 26) + line)
+                }
+            }
+        }
+        lines += [
+            "",
+            "EXIT STATUS:",
+            "  0   success (also after Ctrl-C in the continuous view)",
+            "  64  usage error",
+            "  69  none of the requested sensors exists (each missing one is named on stderr)",
+            "  74  a sensor exists but could not be read (I/O error or unreadable contents)",
+            "  77  permission denied (see udev/ and scripts/install-udev)",
+            "",
+            "EXAMPLES:",
+            "  \(commandName) --list",
+            "  \(commandName) --once --json",
+            "  \(commandName) --uri ip:raspberrypi.local --sensor gyroscope",
+        ]
+        return lines.joined(separator: "\n")
+    }
+
+    private static func wrap(_ words: [String], width: Int) -> [String] {
+        var lines: [String] = []
+        var current = ""
+        for word in words {
+            if current.isEmpty {
+                current = word
+            } else if current.count + 1 + word.count <= width {
+                current += " " + word
+            } else {
+                lines.append(current)
+                current = word
+            }
+        }
+        if !current.isEmpty { lines.append(current) }
+        return lines
+    }
+}
+
+/// A mistake on the command line: reported as one line on stderr plus a hint, exit status 64.
+struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What was wrong, e.g. `unknown option '--foo'`.
+    var message: String
+
+    init(_ message: String) { self.message = message }
+
+    var description: String { message }
+
+    /// The two lines printed on stderr.
+    var report: String {
+        "\(MonitorOptions.commandName): error: \(message)\nRun '\(MonitorOptions.commandName) --help' for usage."
+    }
+}
+
+extension String {
+    /// Pads with spaces on the right to `width` characters (never truncates).
+    func padding(to width: Int) -> String {
+        count >= width ? self : self + String(repeating: " ", count: width - count)
+    }
+}
