@@ -203,7 +203,7 @@ final class DeviceSim: Sendable {
         if state.withLock({ $0.unplugged }) { return }
         switch file {
         case "buffer/enable":
-            if read(file) == "1" { startStream(simulator: simulator) } else { stopStream(wait: true) }
+            if read(file) == "1" { enableBuffer(simulator: simulator) } else { stopStream(wait: true) }
         case "current_timestamp_clock":
             if let v = read(file), SimClock.clock(named: v) == nil {
                 simulator.warn("\(id): current_timestamp_clock = \"\(v)\" is not a clock (the kernel returns EINVAL)")
@@ -356,6 +356,24 @@ final class DeviceSim: Sendable {
         return (layout, layout.elements.map { channelIndex[$0.channel]! })
     }
 
+    /// `buffer/enable` reads 1. inotify reports each write, but by the time an event is handled
+    /// the file may have been written again (libiio writes 0 then 1 within microseconds when it
+    /// creates a buffer), so an event for the 0 may find the 1. A running session is restarted only
+    /// when the buffer's configuration differs from the one it streams with: the kernel refuses
+    /// `_en`, `length` and `watermark` changes while enabled, so a difference means a 1 → 0 → 1.
+    func enableBuffer(simulator: Simulator) {
+        if let running = state.withLock({ $0.session }), !running.finished.load(ordering: .acquiring),
+           running.configuration == bufferConfiguration() {
+            return
+        }
+        startStream(simulator: simulator)
+    }
+
+    /// What a stream session depends on: enabled channels, `buffer/length`, `buffer/watermark`.
+    func bufferConfiguration() -> [String] {
+        enabledLayout().0.elements.map(\.channel) + [read("buffer/length") ?? "", read("buffer/watermark") ?? ""]
+    }
+
     func startStream(simulator: Simulator) {
         stopStream(wait: true)
         if let b = spec.buffer, b.triggered {
@@ -377,7 +395,7 @@ final class DeviceSim: Sendable {
             return s.stats.sessions
         }
         let session = StreamSession(device: self, simulator: simulator, layout: layout, channelMap: map,
-                                    number: sessionNumber)
+                                    number: sessionNumber, configuration: bufferConfiguration())
         state.withLock { $0.session = session }
         session.start()
     }

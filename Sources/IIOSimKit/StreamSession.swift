@@ -44,11 +44,15 @@ final class StreamSession: Sendable {
     let layout: ScanLayout
     let channelMap: [Int]
     let number: Int
+    /// The buffer configuration the session was started with (see `DeviceSim.enableBuffer`).
+    let configuration: [String]
     let wakeFD: Int32
     let stopping = Atomic<Bool>(false)
     let finished = Atomic<Bool>(false)
 
-    init(device: DeviceSim, simulator: Simulator, layout: ScanLayout, channelMap: [Int], number: Int) {
+    init(device: DeviceSim, simulator: Simulator, layout: ScanLayout, channelMap: [Int], number: Int,
+         configuration: [String]) {
+        self.configuration = configuration
         self.device = device
         self.simulator = simulator
         self.layout = layout
@@ -95,7 +99,10 @@ final class StreamSession: Sendable {
             if wfd >= 0 || errno != ENXIO { break }
             if sleepOrStop(nanoseconds: 1_000_000) { break }
         }
-        guard wfd >= 0 else { return }
+        guard wfd >= 0 else {
+            saveRecord(counts: Counts(), rate: 0, clockName: "", length: 0, watermark: 0)
+            return
+        }
         defer { close(wfd) }
 
         let length = max(1, Int(device.read("buffer/length") ?? "") ?? 1)
@@ -106,7 +113,9 @@ final class StreamSession: Sendable {
         let clockName = device.read("current_timestamp_clock") ?? "realtime"
         let clock = SimClock.clock(named: clockName) ?? CLOCK_REALTIME
         let clockOffset = SimClock.now(clock) - SimClock.now()
-        let types = Set(channelMap.map { device.channels[$0].typeName })
+        // One data-ready interrupt (or FIFO) serves every sensor of the device: the fastest rate
+        // configured drives the stream, whichever channels are in the scan.
+        let types = device.motionTypes
         let rate = device.rate(types: types, simulator: simulator)
 
         var logFD: Int32 = -1
@@ -133,18 +142,22 @@ final class StreamSession: Sendable {
         device.record(written: counts.written, dropped: counts.dropped, unread: counts.unread)
         simulator.log("\(device.id): session \(number) ended: \(counts.written) scans written, \(counts.dropped) dropped, \(counts.unread) unread")
 
-        if let dir = simulator.options.streamLog {
-            let rec = SessionRecord(
-                device: device.id, name: device.spec.name, session: number,
-                elements: layout.elements.map { .init(channel: $0.channel, index: $0.index, type: $0.type.description, offset: $0.offset) },
-                scanSize: scanSize, rate: rate, fast: simulator.options.fast, clock: clockName,
-                bufferLength: length, watermark: watermark,
-                scansWritten: counts.written, scansDropped: counts.dropped, scansUnreadAtClose: counts.unread)
-            let enc = JSONEncoder()
-            enc.outputFormatting = [.prettyPrinted, .sortedKeys]
-            if let data = try? enc.encode(rec) {
-                _ = FileManager.default.createFile(atPath: "\(dir)/\(device.id)-session\(number).json", contents: data)
-            }
+        saveRecord(counts: counts, rate: rate, clockName: clockName, length: length, watermark: watermark)
+    }
+
+    /// Writes the session's summary next to its bytes (with `--stream-log`).
+    func saveRecord(counts: Counts, rate: Double, clockName: String, length: Int, watermark: Int) {
+        guard let dir = simulator.options.streamLog else { return }
+        let rec = SessionRecord(
+            device: device.id, name: device.spec.name, session: number,
+            elements: layout.elements.map { .init(channel: $0.channel, index: $0.index, type: $0.type.description, offset: $0.offset) },
+            scanSize: layout.scanSize, rate: rate, fast: simulator.options.fast, clock: clockName,
+            bufferLength: length, watermark: watermark,
+            scansWritten: counts.written, scansDropped: counts.dropped, scansUnreadAtClose: counts.unread)
+        let enc = JSONEncoder()
+        enc.outputFormatting = [.prettyPrinted, .sortedKeys]
+        if let data = try? enc.encode(rec) {
+            _ = FileManager.default.createFile(atPath: "\(dir)/\(device.id)-session\(number).json", contents: data)
         }
     }
 

@@ -1,0 +1,103 @@
+import Foundation
+import IIOSimKit
+
+/// Runs the package's built executables (`iio-sim`, `motion-monitor`) and libiio's tools, for the
+/// integration tests. Products are found next to the test bundle (`.build/<config>/`).
+enum SimHarness {
+    /// The result of a finished process.
+    struct Result: CustomStringConvertible {
+        var status: Int32
+        var stdout: Data
+        var stderr: String
+        var out: String { String(decoding: stdout, as: UTF8.self) }
+        var description: String { "exit \(status)\n--- stdout\n\(out.prefix(4000))\n--- stderr\n\(stderr.prefix(4000))" }
+    }
+
+    /// The folder holding the built products.
+    static let productsDirectory: URL = {
+        var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.isExecutableFile(atPath: url.appendingPathComponent("iio-sim").path) { return url }
+        }
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug")
+    }()
+
+    /// Path of a built product.
+    static func product(_ name: String) -> String { productsDirectory.appendingPathComponent(name).path }
+
+    /// The shipped fixtures folder.
+    static let fixturesDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../fixtures").standardized.path
+
+    /// Names of every shipped fixture.
+    static var fixtureNames: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: fixturesDirectory)) ?? [])
+            .filter { $0.hasSuffix(".json") }.map { String($0.dropLast(5)) }.sorted()
+    }
+
+    /// A shipped fixture, parsed.
+    static func fixture(_ name: String) throws -> Fixture {
+        try Fixture.load(path: fixturesDirectory + "/" + name + ".json")
+    }
+
+    /// Whether a program is installed (PATH, /usr/sbin).
+    static func installed(_ name: String) -> Bool {
+        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "") + ":/usr/sbin:/sbin"
+        return path.split(separator: ":").contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(name)") }
+    }
+
+    /// A fresh temporary folder.
+    static func temporaryDirectory() throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("iio-sim-test-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    /// Runs `executable arguments…` to completion with stdin from /dev/null; output goes through
+    /// files so that a large output can never dead-lock the pipe.
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let outURL = URL(fileURLWithPath: dir + "/stdout"), errURL = URL(fileURLWithPath: dir + "/stderr")
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: executable)
+        p.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env["PATH"] = productsDirectory.path + ":" + (env["PATH"] ?? "/usr/bin:/bin") + ":/usr/sbin:/sbin"
+        for (k, v) in environment { env[k] = v }
+        p.environment = env
+        p.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        p.standardOutput = try FileHandle(forWritingTo: outURL)
+        p.standardError = try FileHandle(forWritingTo: errURL)
+        try p.run()
+        p.waitUntilExit()
+        return Result(status: p.terminationStatus, stdout: try Data(contentsOf: outURL),
+                      stderr: String(decoding: try Data(contentsOf: errURL), as: UTF8.self))
+    }
+
+    /// Runs `iio-sim <simArguments> -- sh -c <script>`.
+    static func sim(_ simArguments: [String], script: String) throws -> Result {
+        try run(product("iio-sim"), simArguments + ["--", "/bin/sh", "-c", script])
+    }
+
+    /// The stream sessions recorded in a `--stream-log` folder for `device`, in order, with the
+    /// bytes each delivered to its reader (written minus what was never read).
+    static func sessions(in dir: String, device: String) throws -> [(record: SessionRecord, delivered: Data)] {
+        var out: [(SessionRecord, Data)] = []
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        let numbers = names.compactMap { name -> Int? in
+            guard name.hasPrefix(device + "-session"), name.hasSuffix(".json") else { return nil }
+            return Int(name.dropFirst(device.count + 8).dropLast(5))
+        }.sorted()
+        for n in numbers {
+            let rec = try JSONDecoder().decode(SessionRecord.self, from: Data(contentsOf: URL(fileURLWithPath: "\(dir)/\(device)-session\(n).json")))
+            let bytes = (try? Data(contentsOf: URL(fileURLWithPath: "\(dir)/\(device)-session\(n).bin"))) ?? Data()
+            let keep = Int(rec.scansWritten - rec.scansUnreadAtClose) * rec.scanSize
+            out.append((rec, bytes.prefix(max(0, keep))))
+        }
+        return out
+    }
+}
