@@ -1,0 +1,142 @@
+import Foundation
+import Testing
+@testable import IIOMotion
+@testable import motion_monitor
+
+private func reading(_ x: Double, _ y: Double, _ z: Double, kind: SensorKind = .accelerometer, t: Double = 812.25) -> Reading {
+    Reading(kind: kind, deviceID: "iio:device0", deviceDescription: "iio:device0 (bmi160)", timestamp: t, x: x, y: y, z: z)
+}
+
+private func sensorInfo(
+    _ kind: SensorKind, _ id: String, name: String?, label: String? = nil, frequency: Double? = nil,
+    matrix: MountMatrix = .identity, trigger: String? = nil, buffered: Bool = true
+) -> SensorInfo {
+    SensorInfo(
+        kind: kind, deviceID: id, deviceName: name, label: label, location: nil,
+        scale: AxisValues(all: 0.000598), scaleFile: "in_accel_scale", offset: AxisValues(all: 0), offsetFile: nil,
+        mountMatrix: matrix, mountMatrixSource: .identity, samplingFrequency: frequency,
+        samplingFrequencyFile: nil, availableSamplingFrequencies: nil, isPollable: true,
+        problem: nil, canBuffer: buffered, triggerName: trigger, hasTimestampChannel: true)
+}
+
+private func device(_ id: String, name: String?, label: String? = nil, trigger: String? = nil, buffered: Bool = true,
+                    _ sensors: [SensorInfo]) -> DeviceInfo {
+    DeviceInfo(id: id, name: name, label: label, location: nil, sensors: sensors, canBuffer: buffered,
+               triggerName: trigger, hasTimestampChannel: true)
+}
+
+@Suite("Output formats")
+struct FormatTests {
+    @Test("The --once --json line: exact keys, order and shape")
+    func readingJSON() {
+        #expect(Format.json(reading(0.5, -0.25, -1, t: 812.999438968))
+            == #"{"sensor":"accelerometer","device":"iio:device0","timestamp":812.999438968,"x":0.5,"y":-0.25,"z":-1.0}"#)
+        #expect(Format.json(reading(0, 1.570875, -3e-7, kind: .gyroscope, t: 1))
+            == #"{"sensor":"gyroscope","device":"iio:device0","timestamp":1.0,"x":0.0,"y":1.570875,"z":-3e-07}"#)
+    }
+
+    @Test("Numbers in JSON round-trip exactly", arguments: [
+        -0.9999951053621777, 0.1, 1.0 / 3.0, 9.80665, .leastNonzeroMagnitude, 1.7976931348623157e308, 1e16, -2.5e-8, 0, 123456.789012345,
+    ])
+    func roundTrip(value: Double) throws {
+        let line = Format.json(reading(value, value, value, t: value))
+        // Valid JSON…
+        #expect(try JSONSerialization.jsonObject(with: Data(line.utf8)) is [String: Any])
+        // …whose numbers parse back to the same Double. (Not checked through JSONSerialization: on
+        // Linux, Foundation's parser is off by an ulp on some values, e.g. -0.9999951053621777.)
+        for key in ["timestamp", "x", "y", "z"] {
+            let text = try #require(Self.field(key, in: line))
+            #expect(Double(text) == value, "\(key) \(text)")
+        }
+    }
+
+    @Test("Random values round-trip through the JSON text")
+    func randomRoundTrip() throws {
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<1000 {
+            let v = Double(bitPattern: rng.next())
+            guard v.isFinite else { continue }
+            let text = try #require(Self.field("x", in: Format.json(reading(v, 0, 0))))
+            #expect(Double(text) == v)
+        }
+    }
+
+    @Test("JSON cannot carry infinity or NaN: they become null")
+    func nonFinite() {
+        #expect(JSONValue.number(.infinity).text == "null")
+        #expect(JSONValue.number(.nan).text == "null")
+    }
+
+    @Test("JSON strings are escaped")
+    func escaping() {
+        #expect(JSONValue.string("a\"b\\c\nd\u{1}é").text == #""a\"b\\c\nd\u0001é""#)
+        #expect(JSONValue.object([("k", .null), ("b", .bool(false))]).text == #"{"k":null,"b":false}"#)
+    }
+
+    @Test("--list --json: one object per device, pinned keys first, label null when absent")
+    func listJSON() throws {
+        let m = try MountMatrix(parsing: "0, 1, 0; -1, 0, 0; 0, 0, 1")
+        let devices = [
+            device("iio:device0", name: "bmi160", trigger: "bmi160-dev0", [
+                sensorInfo(.accelerometer, "iio:device0", name: "bmi160", frequency: 100, matrix: m),
+                sensorInfo(.gyroscope, "iio:device0", name: "bmi160", frequency: 12.5, matrix: m),
+            ]),
+            device("iio:device1", name: "cros-ec-accel", label: "accel-base", buffered: false, [
+                sensorInfo(.accelerometer, "iio:device1", name: "cros-ec-accel", label: "accel-base"),
+            ]),
+        ]
+        let text = Format.json(devices)
+        #expect(text == "["
+            + #"{"id":"iio:device0","name":"bmi160","label":null,"location":null,"sensors":["accelerometer","gyroscope"],"#
+            + #""buffered":true,"trigger":"bmi160-dev0","sampling_frequency":{"accelerometer":100.0,"gyroscope":12.5},"#
+            + #""mount_matrix":{"accelerometer":[[0.0,1.0,0.0],[-1.0,0.0,0.0],[0.0,0.0,1.0]],"gyroscope":[[0.0,1.0,0.0],[-1.0,0.0,0.0],[0.0,0.0,1.0]]}},"#
+            + #"{"id":"iio:device1","name":"cros-ec-accel","label":"accel-base","location":null,"sensors":["accelerometer"],"#
+            + #""buffered":false,"trigger":null,"sampling_frequency":{"accelerometer":null},"#
+            + #""mount_matrix":{"accelerometer":[[1.0,0.0,0.0],[0.0,1.0,0.0],[0.0,0.0,1.0]]}}"#
+            + "]")
+        #expect(try JSONSerialization.jsonObject(with: Data(text.utf8)) is [[String: Any]])
+        #expect(Format.json([DeviceInfo]()) == "[]")
+    }
+
+    @Test("--list: a padded table with a header")
+    func table() {
+        let devices = [
+            device("iio:device0", name: "cros-ec-accel", label: "accel-base", [
+                sensorInfo(.accelerometer, "iio:device0", name: "cros-ec-accel", label: "accel-base", frequency: 0),
+            ]),
+            device("iio:device1", name: "bmi160", trigger: "bmi160-dev0", [
+                sensorInfo(.accelerometer, "iio:device1", name: "bmi160", frequency: 100),
+                sensorInfo(.gyroscope, "iio:device1", name: "bmi160", frequency: 12.5),
+            ]),
+        ]
+        #expect(Format.table(devices) == """
+            DEVICE       NAME           LABEL       SENSORS                  BUFFERED  SAMPLING         TRIGGER
+            iio:device0  cros-ec-accel  accel-base  accelerometer            yes       0 Hz             -
+            iio:device1  bmi160         -           accelerometer,gyroscope  yes       100 Hz, 12.5 Hz  bmi160-dev0
+            """)
+    }
+
+    @Test("Readable lines: fixed decimals with a sign, the unit, the device")
+    func lines() {
+        #expect(Format.line(reading(0, -0.0, -0.99999), units: .coreMotion)
+            == "accelerometer  iio:device0 (bmi160)  x +0.0000  y +0.0000  z -1.0000 g  at 812.250000 s")
+        #expect(Format.line(reading(0, 0, 1.23456), units: .si).hasSuffix("z +1.2346 m/s²  at 812.250000 s"))
+        #expect(Format.line(reading(1, 0, 0, kind: .gyroscope), units: .si).contains("x +1.0000  y +0.0000  z +0.0000 rad/s"))
+        #expect(Format.watchLine([reading(0, 0, -1, t: 3.5), reading(0, 0, 0.5, kind: .gyroscope, t: 3.50004)], units: .coreMotion)
+            == "3.500 s  accelerometer x +0.0000  y +0.0000  z -1.0000 g  gyroscope x +0.0000  y +0.0000  z +0.5000 rad/s")
+    }
+
+    @Test("Human numbers")
+    func numbers() {
+        #expect(Format.shortest(100) == "100")
+        #expect(Format.shortest(12.5) == "12.5")
+        #expect(Format.fixed(-1.23456, 3) == "-1.235")
+        #expect(Format.fixed(2, 1, sign: true) == "+2.0")
+    }
+
+    /// The text of `"key":VALUE` in a one-line JSON object.
+    static func field(_ key: String, in line: String) -> String? {
+        guard let r = line.range(of: "\"\(key)\":") else { return nil }
+        return String(line[r.upperBound...].prefix { $0 != "," && $0 != "}" })
+    }
+}
