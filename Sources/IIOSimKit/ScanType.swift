@@ -51,8 +51,8 @@ public struct ScanType: Hashable, Sendable, CustomStringConvertible {
     /// prints them) are accepted.
     /// - Throws: ``ParseError`` when the string is not a valid type or its sizes are inconsistent.
     public init(parsing raw: String) throws {
-        let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-            .trimmingCharacters(in: CharacterSet(charactersIn: "\0"))
+        // One set, so that a trailing "\n\0" (sysfs text plus libiio's terminator) is removed too.
+        let text = raw.trimmingCharacters(in: .whitespacesAndNewlines.union(CharacterSet(charactersIn: "\0")))
         func fail(_ reason: String) -> ParseError { ParseError(text: text, reason: reason) }
         let parts = text.split(separator: ":", maxSplits: 1)
         guard parts.count == 2 else { throw fail("expected <le|be>:<s|u><bits>/<storage>") }
@@ -110,7 +110,8 @@ public struct ScanType: Hashable, Sendable, CustomStringConvertible {
             if bits >= 64 { return Int64.min...Int64.max }
             return -(Int64(1) << (bits - 1))...((Int64(1) << (bits - 1)) - 1)
         }
-        if bits >= 64 { return 0...Int64.max }
+        // u63 is exactly 0...Int64.max (computing 1 << 63 - 1 in Int64 would overflow); u64 is capped there.
+        if bits >= 63 { return 0...Int64.max }
         return 0...((Int64(1) << bits) - 1)
     }
 
