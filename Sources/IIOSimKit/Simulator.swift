@@ -139,6 +139,9 @@ public final class Simulator: Sendable {
             guard let d = device(matching: o.device) else { continue }
             try Files.write(o.value + "\n", to: d.directory + "/" + o.file, mode: 0o644)
             d.reloadCalibration()
+            // The raw refresher skips the files in this set; an overridden `raw` file must keep its
+            // contents too (otherwise `--set DEV/in_accel_x_raw=garbage` lasts until the first refresh).
+            d.markUnreadable(o.file)
         }
         for u in options.unreadable {
             guard let d = device(matching: u.device) else { continue }

@@ -308,3 +308,72 @@ struct SimulatorTreeTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: root).isEmpty)
     }
 }
+
+/// Writes `text` into an existing file in place (open, truncate, write, close), as `echo >` does,
+/// so the simulator's inotify watch sees IN_CLOSE_WRITE.
+private func writeInPlace(_ path: String, _ text: String) -> Bool {
+    let fd = open(path, O_WRONLY | O_TRUNC)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    let bytes = Array(text.utf8)
+    return bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count
+}
+
+/// Polls `condition` every 20 ms for up to `seconds`.
+private func eventually(within seconds: Double = 3, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(20_000)
+    }
+    return condition()
+}
+
+@Suite("Simulator: running (threads started and stopped)", .serialized)
+struct SimulatorRunTests {
+    @Test("--set on a raw file survives the raw refresher; so does --unreadable", .timeLimit(.minutes(1)))
+    func overriddenRawStays() throws {
+        let t = try BuiltTree("bmi160", options: options {
+            $0.overrides = [("bmi160", "in_accel_x_raw", "garbage")]
+            $0.unreadable = [("bmi160", "in_accel_y_raw")]
+        })
+        try t.simulator.start()
+        defer { t.simulator.stop() }
+        usleep(400_000)  // the refresher runs at ≥ 10 Hz
+        #expect(t.contents(0, "in_accel_x_raw") == "garbage\n")
+        #expect(t.permissions(0, "in_accel_y_raw") == 0)
+        #expect(t.contents(0, "in_accel_z_raw") == "16399\n")
+        #expect(t.permissions(0, "in_accel_z_raw") == 0o444)
+    }
+
+    @Test("raw files follow the motion: rotating about x, the chip sees gravity leave z", .timeLimit(.minutes(1)))
+    func rawFollowsMotion() throws {
+        let t = try BuiltTree("bmi160", options: options { $0.motion = try MotionScript(parsing: "rotate:axis=x,dps=90") })
+        try t.simulator.start()
+        defer { t.simulator.stop() }
+        // Device (0, g·sin θ, g·cos θ); chip = Mᵀ·device = (−g·sin θ, 0, g·cos θ): x goes negative.
+        #expect(eventually { (t.contents(0, "in_accel_x_raw").flatMap { Int($0.dropLast()) } ?? 0) < -100 })
+        let x = try #require(t.contents(0, "in_accel_x_raw").flatMap { Double($0.dropLast()) })
+        let z = try #require(t.contents(0, "in_accel_z_raw").flatMap { Double($0.dropLast()) })
+        // Both files come from one refresh, or from two ~10 ms apart: |(x, z)| stays ≈ 16399 LSB.
+        #expect(abs((x * x + z * z).squareRoot() - 16399) < 400)
+        // (π/2) / 0.001065 = 1474.93; on the chip, Mᵀ·(ω, 0, 0) = (0, ω, 0).
+        #expect(t.contents(0, "in_anglvel_x_raw") == "0\n")
+        #expect(t.contents(0, "in_anglvel_y_raw") == "1475\n")
+        #expect(t.simulator.stop() == ["iio:device0": StreamStats()])
+    }
+
+    @Test("Writes snap like the driver: frequency to the available list, scale to the nearest choice", .timeLimit(.minutes(1)))
+    func snapsWrites() throws {
+        let t = try BuiltTree("bmi160")
+        try t.simulator.start()
+        defer { t.simulator.stop() }
+        // 150 Hz is between 100 and 200: the tie goes up, printed with the file's 6 decimals.
+        #expect(writeInPlace(t.path(0, "in_accel_sampling_frequency"), "150"))
+        #expect(eventually { t.contents(0, "in_accel_sampling_frequency") == "200.000000\n" })
+        #expect(writeInPlace(t.path(0, "in_accel_scale"), "0.0012"))
+        #expect(eventually { t.contents(0, "in_accel_scale") == "0.001197\n" })
+        // The new scale reaches the raw files: 9.80665 / 0.001197 = 8192.69 → 8193.
+        #expect(eventually { t.contents(0, "in_accel_z_raw") == "8193\n" })
+    }
+}
