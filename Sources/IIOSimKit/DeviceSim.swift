@@ -51,7 +51,8 @@ final class DeviceSim: Sendable {
         var session: StreamSession?
         var stats = StreamStats()
         var noise: NoiseSource
-        var unreadable: Set<String> = []
+        /// Files the raw refresher leaves alone (made unreadable, or given other contents).
+        var pinned: Set<String> = []
         /// Digits after the decimal point of each frequency-like file as first written.
         var decimals: [String: Int] = [:]
     }
@@ -193,8 +194,8 @@ final class DeviceSim: Sendable {
         }.map(\.typeName))
     }
 
-    func markUnreadable(_ file: String) {
-        _ = state.withLock { $0.unreadable.insert(file) }
+    func pin(_ file: String) {
+        _ = state.withLock { $0.pinned.insert(file) }
     }
 
     /// Reacts to a write, as the driver's store() would; the kernel would have rejected a bad value
@@ -307,7 +308,7 @@ final class DeviceSim: Sendable {
 
     func refreshRaw(at now: Int64, motionTime: Double, scratch: String) {
         let values = rawValues(motionTime: motionTime, noisy: true)
-        let skip = state.withLock { $0.unreadable }
+        let skip = state.withLock { $0.pinned }
         for (ch, v) in zip(channels, values) where ch.spec.hasRaw {
             let file = "in_\(ch.spec.id)_raw"
             if skip.contains(file) { continue }

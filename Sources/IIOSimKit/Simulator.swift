@@ -141,14 +141,14 @@ public final class Simulator: Sendable {
             d.reloadCalibration()
             // The raw refresher skips the files in this set; an overridden `raw` file must keep its
             // contents too (otherwise `--set DEV/in_accel_x_raw=garbage` lasts until the first refresh).
-            d.markUnreadable(o.file)
+            d.pin(o.file)
         }
         for u in options.unreadable {
             guard let d = device(matching: u.device) else { continue }
             let path = d.directory + "/" + u.file
             if !FileManager.default.fileExists(atPath: path) { try Files.write("0\n", to: path, mode: 0) }
             chmod(path, 0)
-            d.markUnreadable(u.file)
+            d.pin(u.file)
         }
     }
 
