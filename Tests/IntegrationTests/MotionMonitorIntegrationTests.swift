@@ -230,21 +230,9 @@ struct MotionMonitorIntegrationTests {
 // MARK: - Running
 
 private enum Tools {
-    /// The folder of the built products: the test bundle's own folder (e.g. `.build/debug/`).
-    static let products: URL = {
-        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        var url = bundle
-        while url.path != "/" {
-            url.deleteLastPathComponent()
-            if FileManager.default.isExecutableFile(atPath: url.appendingPathComponent("motion-monitor").path) { return url }
-        }
-        return bundle.deletingLastPathComponent()
-    }()
-
-    static let monitor = products.appendingPathComponent("motion-monitor").path
-    static let sim = products.appendingPathComponent("iio-sim").path
-    static let fixturesDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../fixtures").standardized.path
+    static let monitor = SimHarness.product("motion-monitor")
+    static let sim = SimHarness.product("iio-sim")
+    static let fixturesDirectory = SimHarness.fixturesDirectory
 
     /// Why the suite cannot run here, or "" when it can.
     static let notReadyReason: String = {
@@ -264,10 +252,7 @@ private enum Tools {
     }
 
     /// Whether a program is on PATH or in /usr/sbin.
-    static func has(_ name: String) -> Bool {
-        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "") + ":/usr/sbin:/sbin"
-        return path.split(separator: ":").contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(name)") }
-    }
+    static func has(_ name: String) -> Bool { SimHarness.installed(name) }
 
     struct Result: CustomStringConvertible {
         var status: Int32
@@ -276,25 +261,10 @@ private enum Tools {
         var description: String { "exit \(status)\n--- stdout\n\(stdout.prefix(3000))\n--- stderr\n\(stderr.prefix(3000))" }
     }
 
-    /// Runs a program to completion, stdin from /dev/null, output through files (no pipe dead-lock).
+    /// Runs a program to completion (see ``SimHarness/run(_:_:environment:)``).
     static func run(_ executable: String, _ arguments: [String]) throws -> Result {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("mm-run-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out"), err = dir.appendingPathComponent("err")
-        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: out)
-        process.standardError = try FileHandle(forWritingTo: err)
-        try process.run()
-        process.waitUntilExit()
-        let status = process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
-        return Result(status: status, stdout: try String(contentsOf: out, encoding: .utf8),
-                      stderr: try String(contentsOf: err, encoding: .utf8))
+        let r = try SimHarness.run(executable, arguments)
+        return Result(status: r.status, stdout: r.out, stderr: r.stderr)
     }
 
     /// What one simulator session printed: the device files, then each motion-monitor run's stdout.

@@ -74,7 +74,9 @@ enum SimHarness {
         p.standardError = try FileHandle(forWritingTo: errURL)
         try p.run()
         p.waitUntilExit()
-        return Result(status: p.terminationStatus, stdout: try Data(contentsOf: outURL),
+        // A process ended by a signal reports 128 + the signal, as a shell does.
+        let status = p.terminationReason == .exit ? p.terminationStatus : 128 + p.terminationStatus
+        return Result(status: status, stdout: try Data(contentsOf: outURL),
                       stderr: String(decoding: try Data(contentsOf: errURL), as: UTF8.self))
     }
 
