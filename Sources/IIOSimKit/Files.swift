@@ -13,8 +13,13 @@ enum Files {
     }
 
     /// Writes `contents` to `path` (create/truncate) with `mode`.
+    /// An existing read-only file of ours is made writable for the write (root needs no such step,
+    /// a normal user running the simulator's tree writer does).
     static func write(_ contents: String, to path: String, mode: mode_t = 0o644) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        var fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        if fd < 0 && errno == EACCES && chmod(path, 0o600) == 0 {
+            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        }
         guard fd >= 0 else { throw Failure(path: path, operation: "create", errno: errno) }
         defer { close(fd) }
         try writeAll(fd, Array(contents.utf8), path: path)
