@@ -34,6 +34,9 @@ let package = Package(
         .target(name: "CIIOShim", dependencies: ["CLibIIO"], cSettings: cSettings),
         .target(name: "IIOMotion", dependencies: ["CIIOShim"], swiftSettings: swiftSettings),
         .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion"], swiftSettings: swiftSettings),
+        // Library scenarios the integration tests run inside iio-sim (a test process cannot enter
+        // the simulator's namespaces itself); not a product.
+        .executableTarget(name: "motion-scenarios", dependencies: ["IIOMotion"], swiftSettings: swiftSettings),
 
         // The simulator: a library (fixtures, scan encoding, motion, the sysfs engine) and a thin executable.
         .target(name: "CSimSupport", cSettings: cSettings),

@@ -101,6 +101,9 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
             return "\(action) failed: \(cause). Another process such as iio-sensor-proxy or iiod usually holds the device, "
                 + "or its buffer is running (many drivers refuse polled reads while buffering); "
                 + "stop it (e.g. `sudo systemctl stop iio-sensor-proxy`) and try again."
+        case .timedOut where call == "iio_buffer_refill":
+            return "\(detail ?? "\(device ?? "The device") delivered no data in time") (ETIMEDOUT from iio_buffer_refill). "
+                + "Check that the driver's interrupt is wired (its count in /proc/interrupts grows) and its trigger fires."
         case .timedOut:
             return "\(action) failed: \(cause). The sensor did not answer in time; HID sensor hubs can take "
                 + "several seconds after resume. Try again, or check the driver's interrupt wiring."

@@ -33,13 +33,15 @@ public final class MotionManager: Sendable {
     /// The units and sign conventions of readings.
     public let units: MotionUnits
 
-    private let selectors: [SensorKind: DeviceSelector]
+    let selectors: [SensorKind: DeviceSelector]
     private let overrides: [SensorKind: MountMatrix]
-    private let state: Mutex<State>
+    let state: Mutex<State>
+    /// Streaming: captures, subscribers and the latest samples (see Streaming.swift).
+    let hub = StreamHub()
 
     /// Immutable snapshot of one discovery; replaced whole by `rediscover()`, so readers copy it out
     /// of the lock and do their (possibly slow) sysfs I/O without holding it.
-    private struct State: Sendable {
+    struct State: Sendable {
         var discovery: Result<Discovery, MotionError>
         var chosen: [SensorKind: SensorPlan]
     }
@@ -179,13 +181,13 @@ public final class MotionManager: Sendable {
         let snapshot = state.withLock { $0 }
         let discovery = try snapshot.discovery.get()
         guard let plan = snapshot.chosen[kind] else {
-            throw notAvailable(kind, discovery: discovery)
+            throw notAvailableError(kind, discovery: discovery)
         }
         let r = try discovery.readSI(plan, matrix: plan.info.mountMatrix)
         return (r.vector, r.timestamp)
     }
 
-    private func notAvailable(_ kind: SensorKind, discovery: Discovery) -> MotionError {
+    func notAvailableError(_ kind: SensorKind, discovery: Discovery) -> MotionError {
         let selector = selectors[kind] ?? .automatic
         let all = discovery.plans.filter { $0.info.kind == kind }
         let type = "in_\(kind.iioType)_{x,y,z}_raw"

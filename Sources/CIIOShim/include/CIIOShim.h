@@ -143,6 +143,58 @@ ssize_t iioshim_channel_attr_read(const iioshim_context *_Nonnull ctx, unsigned 
                                   unsigned int chn, const char *_Nonnull attr,
                                   char *_Nonnull dst, size_t len);
 
+/* ---- Writes -------------------------------------------------------------------------------- */
+
+/* Writes a listed device-level attribute (e.g. "sampling_frequency", "current_timestamp_clock").
+ * Returns the bytes written or a negative errno (-ENOENT when the device does not list it). */
+ssize_t iioshim_device_attr_write(const iioshim_context *_Nonnull ctx, unsigned int dev,
+                                  const char *_Nonnull attr, const char *_Nonnull value);
+
+/* Writes a listed channel attribute by libiio's short name (e.g. "sampling_frequency"). */
+ssize_t iioshim_channel_attr_write(const iioshim_context *_Nonnull ctx, unsigned int dev,
+                                   unsigned int chn, const char *_Nonnull attr,
+                                   const char *_Nonnull value);
+
+/* Index of the device whose id is `id` ("iio:device0"), or -ENOENT. */
+int iioshim_device_index(const iioshim_context *_Nonnull ctx, const char *_Nonnull id);
+
+/* Index of the trigger device whose name is `name`, or -ENOENT. */
+int iioshim_trigger_index(const iioshim_context *_Nonnull ctx, const char *_Nonnull name);
+
+/* Makes trigger `trig` (a device index) the current trigger of device `dev`. */
+int iioshim_device_set_trigger(const iioshim_context *_Nonnull ctx, unsigned int dev,
+                               unsigned int trig);
+
+/* ---- Buffers ------------------------------------------------------------------------------- */
+
+/* An opaque libiio buffer (`struct iio_buffer`). */
+typedef struct iio_buffer iioshim_buffer;
+
+/* Enables exactly the channels listed (indices into device `dev`), disables the others, and creates
+ * a blocking buffer of `samples` scans. On failure returns NULL with a negative errno in *error.
+ * Only one buffer may exist per device; the caller's thread owns it from here on. */
+iioshim_buffer *_Nullable iioshim_buffer_create(const iioshim_context *_Nonnull ctx, unsigned int dev,
+                                                const unsigned int *_Nonnull channels, size_t count,
+                                                size_t samples, int *_Nonnull error);
+
+/* Destroys a buffer (the kernel buffer is disabled and the channels with it). */
+void iioshim_buffer_destroy(iioshim_buffer *_Nonnull buf);
+
+/* Makes a blocked (or the next) refill return at once with an error; thread-safe, not signal-safe. */
+void iioshim_buffer_cancel(iioshim_buffer *_Nonnull buf);
+
+/* Refills the buffer (blocking until `samples` scans arrived, the context timeout passed, or a
+ * cancel). Returns the bytes read, or a negative errno; *start points at the first scan and *step
+ * is the size of one scan. */
+ssize_t iioshim_buffer_refill(iioshim_buffer *_Nonnull buf, const uint8_t *_Nullable *_Nonnull start,
+                              size_t *_Nonnull step);
+
+/* Byte offset of channel `chn`'s element within a scan of `buf` (libiio's own layout), or a
+ * negative errno when the channel is not enabled in the buffer. */
+ssize_t iioshim_buffer_channel_offset(const iioshim_buffer *_Nonnull buf,
+                                      const iioshim_context *_Nonnull ctx, unsigned int dev,
+                                      unsigned int chn);
+
 #pragma clang assume_nonnull end
 
 #endif

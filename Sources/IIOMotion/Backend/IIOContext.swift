@@ -29,6 +29,9 @@ final class IIOContext: @unchecked Sendable { // the pointer is immutable after 
         iioshim_context_destroy(handle)
     }
 
+    /// Runs `body` with the context handle (for the buffer code in this folder).
+    func withHandle<R>(_ body: (OpaquePointer) -> R) -> R { body(handle) }
+
     /// Sets libiio's I/O timeout (0 waits forever).
     func setTimeout(milliseconds: UInt32) -> Int32 {
         iioshim_context_set_timeout(handle, milliseconds)

@@ -8,27 +8,40 @@ func monotonicSeconds() -> Double {
 }
 
 extension Discovery {
-    /// Reads one sample of `plan`'s sensor through sysfs: the three `raw` files, then
-    /// `(raw + offset) · scale` and the mount matrix `M · v`. The result is in the kernel's SI units
-    /// and sign, in the device's axes (before any unit convention).
+    /// Reads one sample of `plan`'s sensor through sysfs (see ``PolledReader/readSI``).
+    func readSI(_ plan: SensorPlan, matrix: MountMatrix) throws(MotionError) -> (vector: (x: Double, y: Double, z: Double), timestamp: Double) {
+        var info = plan.info
+        info.mountMatrix = matrix
+        return try PolledReader.readSI(context: context, device: plan.deviceIndex, channels: plan.rawChannels, info: info)
+    }
+}
+
+/// Polled (sysfs) reads of one three-axis sensor.
+enum PolledReader {
+    /// Reads the three `raw` files, then `(raw + offset) · scale` and the mount matrix `M · v`.
+    /// The result is in the kernel's SI units and sign, in the device's axes.
     ///
-    /// - Parameter matrix: the mount matrix to apply (the plan's, or the caller's override).
+    /// - Parameters:
+    ///   - context: the context to read through.
+    ///   - device: the device's index in that context.
+    ///   - channels: the x, y, z channels and their `raw` files.
+    ///   - info: scale, offset and mount matrix.
     /// - Returns: the vector and the `CLOCK_MONOTONIC` time halfway through the three reads.
     /// - Throws: ``MotionError`` naming the device and file when a read fails or a `raw` file
     ///   does not hold a decimal integer.
-    func readSI(_ plan: SensorPlan, matrix: MountMatrix) throws(MotionError) -> (vector: (x: Double, y: Double, z: Double), timestamp: Double) {
-        let info = plan.info
+    static func readSI(context: IIOContext, device: Int, channels: [(channel: Int, file: String)?], info: SensorInfo)
+        throws(MotionError) -> (vector: (x: Double, y: Double, z: Double), timestamp: Double) {
         if let problem = info.problem { throw problem }
-        guard info.isPollable, let scale = info.scale else {
+        guard info.isPollable, let scale = info.scale, channels.count == 3 else {
             throw MotionError(code: .notAvailable, device: info.deviceDescription,
                               detail: "\(info.deviceDescription) has no in_\(info.kind.iioType)_{x,y,z}_raw files, so its \(info.kind) can only be streamed, not polled")
         }
         var raw = (x: 0.0, y: 0.0, z: 0.0)
         let start = monotonicSeconds()
         for axis in Axis.allCases {
-            guard let (channel, file) = plan.rawChannels[axis.rawValue] else { continue }
+            guard let (channel, file) = channels[axis.rawValue] else { continue }
             let text: String
-            switch context.readChannelAttribute(plan.deviceIndex, channel: channel, "raw") {
+            switch context.readChannelAttribute(device, channel: channel, "raw") {
             case .success(let t): text = t
             case .failure(let e):
                 throw MotionError.io(e.rawValue, call: "iio_channel_attr_read", device: info.deviceDescription, attribute: file)
@@ -45,6 +58,6 @@ extension Discovery {
             }
         }
         let end = monotonicSeconds()
-        return (matrix.apply(raw), start + (end - start) / 2)
+        return (info.mountMatrix.apply(raw), start + (end - start) / 2)
     }
 }

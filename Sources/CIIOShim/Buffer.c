@@ -1,0 +1,150 @@
+#include "CIIOShim.h"
+#include <iio.h>
+#include <errno.h>
+#include <string.h>
+
+static struct iio_device *device_at(const iioshim_context *ctx, unsigned int dev)
+{
+	if (dev >= iio_context_get_devices_count(ctx))
+		return NULL;
+	return (struct iio_device *) iio_context_get_device(ctx, dev);
+}
+
+/* In C because libiio's write returns the byte count or -errno and wants the listed name. */
+ssize_t iioshim_device_attr_write(const iioshim_context *ctx, unsigned int dev, const char *attr,
+				  const char *value)
+{
+	const struct iio_device *d = device_at(ctx, dev);
+	const char *name;
+
+	if (!d)
+		return -EINVAL;
+	name = iio_device_find_attr(d, attr);
+	if (!name)
+		return -ENOENT;
+	return iio_device_attr_write(d, name, value);
+}
+
+/* In C to keep channel pointers out of Swift. */
+ssize_t iioshim_channel_attr_write(const iioshim_context *ctx, unsigned int dev, unsigned int chn,
+				   const char *attr, const char *value)
+{
+	const struct iio_device *d = device_at(ctx, dev);
+	const struct iio_channel *c;
+	const char *name;
+
+	if (!d || chn >= iio_device_get_channels_count(d))
+		return -EINVAL;
+	c = iio_device_get_channel(d, chn);
+	name = iio_channel_find_attr(c, attr);
+	if (!name)
+		return -ENOENT;
+	return iio_channel_attr_write(c, name, value);
+}
+
+/* In C because it compares libiio-owned strings over the device list. */
+int iioshim_device_index(const iioshim_context *ctx, const char *id)
+{
+	unsigned int i, n = iio_context_get_devices_count(ctx);
+
+	for (i = 0; i < n; i++) {
+		const char *did = iio_device_get_id(iio_context_get_device(ctx, i));
+		if (did && strcmp(did, id) == 0)
+			return (int) i;
+	}
+	return -ENOENT;
+}
+
+/* In C because it compares libiio-owned strings and asks iio_device_is_trigger. */
+int iioshim_trigger_index(const iioshim_context *ctx, const char *name)
+{
+	unsigned int i, n = iio_context_get_devices_count(ctx);
+
+	for (i = 0; i < n; i++) {
+		const struct iio_device *d = iio_context_get_device(ctx, i);
+		const char *dn = iio_device_get_name(d);
+		if (iio_device_is_trigger(d) && dn && strcmp(dn, name) == 0)
+			return (int) i;
+	}
+	return -ENOENT;
+}
+
+/* In C to keep device pointers out of Swift; libiio writes the trigger's name into
+ * trigger/current_trigger. */
+int iioshim_device_set_trigger(const iioshim_context *ctx, unsigned int dev, unsigned int trig)
+{
+	const struct iio_device *d = device_at(ctx, dev), *t = device_at(ctx, trig);
+
+	if (!d || !t)
+		return -EINVAL;
+	return iio_device_set_trigger(d, t);
+}
+
+/* In C because enabling channels and creating the buffer must happen together, on libiio's
+ * channel objects, and the failure is reported through the thread-local errno. */
+iioshim_buffer *iioshim_buffer_create(const iioshim_context *ctx, unsigned int dev,
+				      const unsigned int *channels, size_t count, size_t samples,
+				      int *error)
+{
+	struct iio_device *d = device_at(ctx, dev);
+	struct iio_buffer *buf;
+	unsigned int i, n;
+
+	*error = 0;
+	if (!d || samples == 0) {
+		*error = -EINVAL;
+		return NULL;
+	}
+	n = iio_device_get_channels_count(d);
+	for (i = 0; i < n; i++)
+		iio_channel_disable(iio_device_get_channel(d, i));
+	for (i = 0; i < count; i++) {
+		if (channels[i] >= n) {
+			*error = -EINVAL;
+			return NULL;
+		}
+		iio_channel_enable(iio_device_get_channel(d, channels[i]));
+	}
+	errno = 0;
+	buf = iio_device_create_buffer(d, samples, false);
+	if (!buf)
+		*error = errno ? -errno : -EIO;
+	return buf;
+}
+
+/* In C so that Swift never names libiio's destroy function on a raw pointer. */
+void iioshim_buffer_destroy(iioshim_buffer *buf)
+{
+	iio_buffer_destroy(buf);
+}
+
+/* In C: the one libiio call documented as thread-safe, made from the stopping thread. */
+void iioshim_buffer_cancel(iioshim_buffer *buf)
+{
+	iio_buffer_cancel(buf);
+}
+
+/* In C because it pairs the refill with the buffer's start and step in one call. */
+ssize_t iioshim_buffer_refill(iioshim_buffer *buf, const uint8_t **start, size_t *step)
+{
+	ssize_t n = iio_buffer_refill(buf);
+
+	*start = iio_buffer_start(buf);
+	*step = (size_t) iio_buffer_step(buf);
+	return n;
+}
+
+/* In C because libiio computes element positions from its own view of the layout. */
+ssize_t iioshim_buffer_channel_offset(const iioshim_buffer *buf, const iioshim_context *ctx,
+				      unsigned int dev, unsigned int chn)
+{
+	const struct iio_device *d = device_at(ctx, dev);
+	const struct iio_channel *c;
+
+	if (!d || chn >= iio_device_get_channels_count(d))
+		return -EINVAL;
+	c = iio_device_get_channel(d, chn);
+	if (!iio_channel_is_enabled(c))
+		return -ENOENT;
+	return (ssize_t) ((const char *) iio_buffer_first(buf, c) - (const char *) iio_buffer_start(buf));
+}

@@ -1,0 +1,614 @@
+internal import Dispatch
+internal import Glibc
+import Synchronization
+
+/// One decoded sample: the kernel's SI units (m/s², rad/s, gauss) already rotated into the device's
+/// axes by the mount matrix, and a timestamp in seconds on `CLOCK_MONOTONIC`.
+struct CapturedSample: Sendable {
+    var kind: SensorKind
+    var x: Double
+    var y: Double
+    var z: Double
+    var timestamp: Double
+}
+
+/// What a capture needs: the device's sensors to read and how often.
+struct CaptureSettings: Sendable {
+    /// The context URI; the capture opens its own context on it.
+    var uri: String
+    /// The sensors to capture, all of one device.
+    var plans: [SensorPlan]
+    /// The update interval in seconds (0: every sample as soon as it is made).
+    var interval: Double
+    /// An explicit sampling frequency, which wins over the one the interval would pick.
+    var requestedRate: Double?
+    /// How long a refill may wait for data before the sensor is declared silent (nil: automatic).
+    var timeout: Double?
+    /// Buffered, polled, or buffered with a polled fallback.
+    var preference: SensorMode.Preference
+}
+
+/// What a started capture runs with.
+struct CaptureStatus: Sendable {
+    var mode: SensorMode
+    /// The sampling frequency in force, read back from the device (nil when it has none).
+    var samplingFrequency: Double?
+    /// Why the capture polls although buffering was wanted (announced once by the manager).
+    var fallbackReason: String?
+    /// Scans per refill (buffered), i.e. samples per wake-up.
+    var samplesPerWakeup: Int
+    /// The refill timeout in force, seconds.
+    var timeout: Double
+}
+
+/// A thread that can be joined (Foundation's `Thread` cannot).
+final class JoinableThread: Sendable {
+    private let thread: pthread_t
+
+    private final class Body: Sendable {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+
+    /// Starts `body` on a new thread.
+    init(_ body: @escaping @Sendable () -> Void) {
+        var t = pthread_t()
+        let box = Unmanaged.passRetained(Body(body)).toOpaque()
+        let r = pthread_create(&t, nil, { arg in
+            let body = Unmanaged<Body>.fromOpaque(arg!).takeRetainedValue()
+            body.run()
+            return nil
+        }, box)
+        precondition(r == 0, "pthread_create failed: \(r)")  // only on resource exhaustion
+        thread = t
+    }
+
+    /// Waits for the thread to end.
+    func join() {
+        pthread_join(thread, nil)
+    }
+}
+
+/// One device's capture: a dedicated thread owns the device's libiio buffer (or polls its `raw`
+/// files), decodes every scan without allocating, and hands batches of samples to `deliver`.
+///
+/// Other threads only call ``stop()``, which cancels the buffer (libiio's one thread-safe call)
+/// and joins the thread before anything is destroyed.
+final class DeviceCapture: Sendable {
+    let settings: CaptureSettings
+    private let deliver: @Sendable (UnsafeBufferPointer<CapturedSample>) -> Void
+    private let fail: @Sendable (MotionError) -> Void
+    private let state = Mutex(State())
+    private let wake = DispatchSemaphore(value: 0)
+    private let started = DispatchSemaphore(value: 0)
+    private let thread = Mutex<JoinableThread?>(nil)
+
+    private struct State: Sendable {
+        var stopping = false
+        var buffer: IIOBuffer?
+        var setup: Result<CaptureStatus, MotionError>?
+    }
+
+    /// - Parameters:
+    ///   - settings: what to capture.
+    ///   - deliver: called on the capture thread with each batch (valid only during the call).
+    ///   - fail: called on the capture thread once, when the capture ends on an error.
+    init(settings: CaptureSettings,
+         deliver: @escaping @Sendable (UnsafeBufferPointer<CapturedSample>) -> Void,
+         fail: @escaping @Sendable (MotionError) -> Void) {
+        self.settings = settings
+        self.deliver = deliver
+        self.fail = fail
+    }
+
+    var deviceText: String { settings.plans.first?.info.deviceDescription ?? "?" }
+
+    /// Starts the thread and waits until it has set the device up.
+    /// - Returns: the mode, frequency and batch size in force.
+    /// - Throws: ``MotionError`` when the device cannot be captured at all.
+    func start() throws(MotionError) -> CaptureStatus {
+        let t = JoinableThread { [self] in run() }
+        thread.withLock { $0 = t }
+        started.wait()
+        let setup = state.withLock { $0.setup }
+        switch setup {
+        case .success(let status)?: return status
+        case .failure(let error)?:
+            t.join()
+            thread.withLock { $0 = nil }
+            throw error
+        case nil:
+            throw MotionError(code: .ioError, device: deviceText, detail: "the capture thread of \(deviceText) ended before starting")
+        }
+    }
+
+    /// Stops the capture and joins its thread; idempotent. Safe from any thread but the capture's
+    /// own (a handler must not stop its own sensor synchronously).
+    func stop() {
+        let buffer = state.withLock { s -> IIOBuffer? in
+            s.stopping = true
+            return s.buffer
+        }
+        buffer?.cancel()
+        wake.signal()
+        let t = thread.withLock { t -> JoinableThread? in
+            let old = t
+            t = nil
+            return old
+        }
+        t?.join()
+    }
+
+    private var isStopping: Bool { state.withLock { $0.stopping } }
+
+    private func reportSetup(_ result: Result<CaptureStatus, MotionError>) {
+        state.withLock { $0.setup = result }
+        started.signal()
+    }
+
+    // MARK: The capture thread
+
+    private func run() {
+        let context: IIOContext
+        do throws(MotionError) {
+            context = try IIOContext(uri: settings.uri)
+        } catch {
+            reportSetup(.failure(error))
+            return
+        }
+        guard let first = settings.plans.first, let device = context.deviceIndex(id: first.info.deviceID),
+              let raw = context.describeDevice(device) else {
+            reportSetup(.failure(MotionError(code: .ioError, underlyingErrno: ENODEV, device: deviceText,
+                                             detail: "\(deviceText) is no longer there")))
+            return
+        }
+        let layout = DeviceLayout(raw: raw, plans: settings.plans)
+        var fallback: String?
+        if settings.preference != .polled {
+            switch prepareBuffer(context: context, device: device, layout: layout) {
+            case .success(let prepared):
+                reportSetup(.success(prepared.status))
+                streamBuffer(prepared)
+                return
+            case .failure(.fatal(let error)):
+                reportSetup(.failure(error))
+                return
+            case .failure(.cannotBuffer(let reason, let error)):
+                if settings.preference == .buffered {
+                    reportSetup(.failure(error))
+                    return
+                }
+                fallback = reason
+            }
+        }
+        poll(context: context, device: device, layout: layout, fallback: fallback)
+    }
+
+    /// Why buffered capture cannot start.
+    private enum SetupFailure: Error {
+        /// Buffering is impossible here (no scan elements, no permission): polling may do.
+        case cannotBuffer(reason: String, error: MotionError)
+        /// Nothing will work.
+        case fatal(MotionError)
+    }
+
+    /// A buffer ready to stream, with its decoder.
+    private struct Prepared {
+        var buffer: IIOBuffer
+        var decoder: ScanDecoder
+        var status: CaptureStatus
+        var period: Double
+    }
+
+    private func prepareBuffer(context: IIOContext, device: Int, layout: DeviceLayout) -> Result<Prepared, SetupFailure> {
+        guard layout.canBuffer else {
+            let reason = "\(deviceText) has no scan elements for its \(settings.plans.map(\.info.kind.description).joined(separator: " and "))"
+            return .failure(.cannotBuffer(reason: reason, error: MotionError(code: .notAvailable, device: deviceText, detail: reason)))
+        }
+        if let problem = ensureTrigger(context: context, device: device, name: layout.deviceName) {
+            return .failure(problem)
+        }
+        let rate = configureFrequencies(context: context, device: device, layout: layout)
+        let clockOffset = configureClock(context: context, device: device)
+
+        let samples = Self.samplesPerRefill(rate: rate, interval: settings.interval)
+        let fillTime = rate.map { Double(samples) / $0 } ?? 1
+        let timeout = settings.timeout ?? max(1.0, 2.5 * fillTime + 0.5)
+        _ = context.setTimeout(milliseconds: UInt32(min(timeout * 1000, Double(UInt32.max)).rounded(.up)))
+
+        switch context.createBuffer(device, channels: layout.bufferChannels, samples: samples) {
+        case .failure(let e):
+            let error = MotionError.io(e.rawValue, call: "iio_device_create_buffer", device: deviceText, attribute: nil)
+            switch e.rawValue {
+            case EACCES, EPERM:
+                return .failure(.cannotBuffer(
+                    reason: "no permission to enable the buffer of \(deviceText) (install the udev rules with scripts/install-udev, or run as root)",
+                    error: error))
+            case EBUSY:
+                return .failure(.cannotBuffer(
+                    reason: "the buffer of \(deviceText) is held by another process (iio-sensor-proxy or iiod usually)",
+                    error: error))
+            default:
+                return .failure(.fatal(error))
+            }
+        case .success(let buffer):
+            guard let decoder = ScanDecoder(layout: layout, buffer: buffer, device: device, clockOffset: clockOffset) else {
+                return .failure(.fatal(MotionError(code: .ioError, device: deviceText,
+                                                   detail: "libiio did not enable every channel of \(deviceText)'s buffer")))
+            }
+            let stopping = state.withLock { s -> Bool in
+                if !s.stopping { s.buffer = buffer }
+                return s.stopping
+            }
+            if stopping { buffer.cancel() }
+            let status = CaptureStatus(mode: .buffered, samplingFrequency: rate, fallbackReason: nil,
+                                       samplesPerWakeup: samples, timeout: timeout)
+            return .success(Prepared(buffer: buffer, decoder: decoder, status: status, period: rate.map { 1 / $0 } ?? 0))
+        }
+    }
+
+    /// Scans per refill: one update interval's worth, so the thread wakes once per interval.
+    ///
+    /// libiio 0.24 sizes the kernel buffer at 4 × this (`buffer/length`, as mmap is not available
+    /// on mainline kernels) and sets the watermark to it, and neither can change while the buffer
+    /// runs. With interval 0 ("every sample") one scan per refill would leave a cushion of four
+    /// samples, a few milliseconds at 1 kHz, and the kernel drops the newest scans when it
+    /// overflows; so interval 0 takes 20 ms of samples per refill (an 80 ms cushion). For the
+    /// lowest latency ask for an interval of one sample period instead.
+    static func samplesPerRefill(rate: Double?, interval: Double) -> Int {
+        guard let rate, rate > 0 else { return 1 }
+        let span = interval > 0 ? interval : 0.02
+        return min(max(1, Int((rate * span).rounded(.down))), 65536)
+    }
+
+    /// A triggered device needs a current trigger: keep the one set, else set the device's own
+    /// (`<name>-dev<N>` or `<name>-trigger`), else explain which trigger to create.
+    private func ensureTrigger(context: IIOContext, device: Int, name: String?) -> SetupFailure? {
+        guard case .success(let current) = context.triggerName(device) else { return nil }  // no trigger/: not triggered
+        if !current.isEmpty && context.triggerIndex(name: current) != nil { return nil }
+        let number = settings.plans[0].info.deviceID.split(separator: "e").last.map(String.init) ?? "0"
+        let candidates = name.map { ["\($0)-dev\(number)", "\($0)-trigger"] } ?? []
+        for candidate in candidates {
+            guard let t = context.triggerIndex(name: candidate) else { continue }
+            if let e = context.setTrigger(device, trigger: t) {
+                let error = MotionError.io(e.rawValue, call: "iio_device_set_trigger", device: deviceText, attribute: "trigger/current_trigger")
+                if e.rawValue == EACCES || e.rawValue == EPERM {
+                    return .cannotBuffer(reason: "no permission to set the trigger of \(deviceText) (install the udev rules with scripts/install-udev, or run as root)", error: error)
+                }
+                return .fatal(error)
+            }
+            return nil
+        }
+        let detail = "\(deviceText) needs a trigger to stream, and none is set"
+            + (candidates.isEmpty ? "" : " (no \(candidates.joined(separator: " or ")) exists)")
+            + ": create one, e.g. `mkdir /sys/kernel/config/iio/triggers/hrtimer/motion0` and write motion0 to trigger/current_trigger"
+        return .cannotBuffer(reason: detail, error: MotionError(code: .notAvailable, device: deviceText, attribute: "trigger/current_trigger", detail: detail))
+    }
+
+    /// Sets each sensor's sampling frequency to the lowest available one at or above what the
+    /// interval needs (never below 10 Hz; an explicit rate wins) and reads back what is in force.
+    /// Returns the fastest rate in force (one interrupt or FIFO serves every sensor of a device).
+    private func configureFrequencies(context: IIOContext, device: Int, layout: DeviceLayout) -> Double? {
+        var inForce: [Double] = []
+        for (plan, channel) in zip(settings.plans, layout.firstChannels) {
+            let info = plan.info
+            guard let file = info.samplingFrequencyFile else { continue }
+            let read: () -> Double? = {
+                let text: Result<String, Errno> = file.hasPrefix("in_")
+                    ? context.readChannelAttribute(device, channel: channel, "sampling_frequency")
+                    : context.readDeviceAttribute(device, "sampling_frequency")
+                return (try? text.get()).flatMap { AttributeText.decimal($0) }
+            }
+            let current = read() ?? info.samplingFrequency
+            if let target = FrequencyChoice.choose(available: info.availableSamplingFrequencies, current: current,
+                                                   interval: settings.interval, requested: settings.requestedRate),
+               target != current {
+                let text = FrequencyChoice.format(target)
+                _ = file.hasPrefix("in_")
+                    ? context.writeChannelAttribute(device, channel: channel, "sampling_frequency", text)
+                    : context.writeDeviceAttribute(device, "sampling_frequency", text)
+            }
+            if let now = read() { inForce.append(now) }
+        }
+        return inForce.filter { $0 > 0 }.max()
+    }
+
+    /// Asks for `monotonic` timestamps; returns what to subtract (ns) from the timestamps of the
+    /// clock in force to get `CLOCK_MONOTONIC`.
+    private func configureClock(context: IIOContext, device: Int) -> Int64 {
+        guard context.deviceHasAttribute(device, "current_timestamp_clock") else { return 0 }
+        var name = (try? context.readDeviceAttribute(device, "current_timestamp_clock").get()).map { AttributeText.trimmed($0) } ?? "monotonic"
+        if name != "monotonic" {
+            _ = context.writeDeviceAttribute(device, "current_timestamp_clock", "monotonic")
+            name = (try? context.readDeviceAttribute(device, "current_timestamp_clock").get()).map { AttributeText.trimmed($0) } ?? name
+        }
+        // Over iiod the clocks are the remote board's: its own timeline is kept as it is.
+        guard name != "monotonic", context.backendName == "local", let clock = ClockNames.clock(String(name)) else { return 0 }
+        return nanoseconds(clock) - nanoseconds(CLOCK_MONOTONIC)
+    }
+
+    private func streamBuffer(_ prepared: Prepared) {
+        let decoder = prepared.decoder
+        let buffer = prepared.buffer
+        let perScan = decoder.sensors.count
+        let capacity = max(1, prepared.status.samplesPerWakeup) * perScan
+        let batch = UnsafeMutableBufferPointer<CapturedSample>.allocate(capacity: capacity)
+        defer {
+            batch.deallocate()
+            state.withLock { $0.buffer = nil }
+        }
+        while true {
+            switch buffer.refill() {
+            case .success(let (start, bytes, step)):
+                let scans = step > 0 ? bytes / step : 0
+                var written = 0
+                let readTime = monotonicSeconds()
+                for i in 0..<scans {
+                    if written + perScan > capacity {  // more than asked for: deliver what we have
+                        deliver(UnsafeBufferPointer(rebasing: batch[0..<written]))
+                        written = 0
+                    }
+                    let scan = start + i * step
+                    let fallbackTime = readTime - Double(scans - 1 - i) * prepared.period
+                    written += decoder.decode(scan, fallbackTime: fallbackTime, into: batch.baseAddress! + written)
+                }
+                if written > 0 { deliver(UnsafeBufferPointer(rebasing: batch[0..<written])) }
+            case .failure(let e):
+                if isStopping { return }
+                fail(refillError(e, timeout: prepared.status.timeout))
+                return
+            }
+        }
+    }
+
+    private func refillError(_ e: Errno, timeout: Double) -> MotionError {
+        switch e.rawValue {
+        case ETIMEDOUT:
+            let seconds = (timeout * 10).rounded() / 10
+            return MotionError(code: .timedOut, underlyingErrno: ETIMEDOUT, call: "iio_buffer_refill", device: deviceText,
+                               detail: "\(deviceText) delivered no data for \(seconds) s: it was removed, or its data-ready interrupt or trigger stopped")
+        case ENODEV, ENOENT, ENXIO:
+            return MotionError(code: .ioError, underlyingErrno: e.rawValue, call: "iio_buffer_refill", device: deviceText,
+                               detail: "\(deviceText) vanished while streaming")
+        default:
+            return MotionError.io(e.rawValue, call: "iio_buffer_refill", device: deviceText, attribute: nil)
+        }
+    }
+
+    // MARK: Polled mode
+
+    private func poll(context: IIOContext, device: Int, layout: DeviceLayout, fallback: String?) {
+        let rate = settings.plans.compactMap(\.info.samplingFrequency).filter { $0 > 0 }.max()
+        let period = settings.interval > 0 ? settings.interval : max(0.001, 1 / (rate ?? 100))
+        reportSetup(.success(CaptureStatus(mode: .polled, samplingFrequency: rate, fallbackReason: fallback,
+                                           samplesPerWakeup: 1, timeout: 0)))
+        let batch = UnsafeMutableBufferPointer<CapturedSample>.allocate(capacity: settings.plans.count)
+        defer { batch.deallocate() }
+        var next = monotonicSeconds()
+        while !isStopping {
+            for (i, plan) in settings.plans.enumerated() {
+                do throws(MotionError) {
+                    let (v, t) = try PolledReader.readSI(context: context, device: device, channels: layout.rawChannels[i], info: plan.info)
+                    batch[i] = CapturedSample(kind: plan.info.kind, x: v.x, y: v.y, z: v.z, timestamp: t)
+                } catch {
+                    if !isStopping { fail(error) }
+                    return
+                }
+            }
+            deliver(UnsafeBufferPointer(batch))
+            next += period
+            let now = monotonicSeconds()
+            if next < now { next = now }  // fell behind: do not try to catch up
+            _ = wake.wait(timeout: .now() + .nanoseconds(Int((next - now) * 1e9)))
+        }
+    }
+}
+
+/// Where each captured sensor's channels are on one device (resolved in the capture's context).
+struct DeviceLayout: Sendable {
+    var deviceName: String?
+    /// Per plan: the x, y, z channel indices that are scan elements (nil when one is not).
+    var scanChannels: [[Int]?]
+    /// Per plan: the x, y, z `raw` channels and files.
+    var rawChannels: [[(channel: Int, file: String)?]]
+    /// Per plan: the channel to read or write per-type attributes on (the x axis).
+    var firstChannels: [Int]
+    /// The timestamp scan element, if any.
+    var timestampChannel: Int?
+    var formats: [Int: ScanFormat]
+    var plans: [SensorPlan]
+
+    init(raw: RawDevice, plans: [SensorPlan]) {
+        deviceName = raw.name
+        self.plans = plans
+        var formats: [Int: ScanFormat] = [:]
+        for c in raw.channels { if let f = c.format { formats[c.index] = f } }
+        self.formats = formats
+        scanChannels = plans.map { plan in
+            let kind = plan.info.kind.rawKind
+            let chans = Axis.allCases.map { a in raw.channels.first { $0.kind == kind && $0.axis == a && $0.scanIndex != nil }?.index }
+            return chans.allSatisfy { $0 != nil } ? chans.compactMap { $0 } : nil
+        }
+        rawChannels = plans.map { plan in
+            let kind = plan.info.kind.rawKind
+            return Axis.allCases.map { a in
+                raw.channels.first { $0.kind == kind && $0.axis == a && $0.hasRaw }.flatMap { c in c.rawFile.map { (c.index, $0) } }
+            }
+        }
+        firstChannels = plans.map { plan in
+            raw.channels.first { $0.kind == plan.info.kind.rawKind && $0.axis != nil }?.index ?? 0
+        }
+        timestampChannel = raw.channels.first { $0.kind == .timestamp && $0.scanIndex != nil }?.index
+    }
+
+    var canBuffer: Bool { !scanChannels.isEmpty && scanChannels.allSatisfy { $0 != nil } }
+
+    /// Every channel the buffer needs, the timestamp last.
+    var bufferChannels: [Int] { scanChannels.flatMap { $0 ?? [] } + (timestampChannel.map { [$0] } ?? []) }
+}
+
+extension SensorKind {
+    var rawKind: RawChannel.Kind {
+        switch self {
+        case .accelerometer: .accel
+        case .gyroscope: .anglvel
+        case .magnetometer: .magn
+        }
+    }
+}
+
+/// Decodes scans into samples: each element per its format (endianness, sign, bits, storage,
+/// shift), then `(raw + offset) · scale`, then the mount matrix. No allocation per scan.
+struct ScanDecoder {
+    struct Element {
+        var offset: Int
+        var bytes: Int
+        var shift: UInt64
+        var mask: UInt64
+        var signBit: UInt64
+        var isSigned: Bool
+        var isBigEndian: Bool
+
+        init(offset: Int, format: ScanFormat) {
+            self.offset = offset
+            bytes = max(1, format.storageBits / 8)
+            shift = UInt64(format.shift)
+            let bits = min(max(format.realBits, 1), 64)
+            mask = bits >= 64 ? ~0 : (UInt64(1) << UInt64(bits)) - 1
+            signBit = UInt64(1) << UInt64(bits - 1)
+            isSigned = format.isSigned
+            isBigEndian = format.isBigEndian
+        }
+
+        /// The element's value in `scan`: byte order, shift right, mask to the real bits, sign-extend.
+        @inline(__always)
+        func value(_ scan: UnsafeRawPointer) -> Int64 {
+            let p = scan + offset
+            var word: UInt64
+            switch bytes {
+            case 1: word = UInt64(p.load(as: UInt8.self))
+            case 2:
+                let v = p.loadUnaligned(as: UInt16.self)
+                word = UInt64(isBigEndian ? v.byteSwapped : v)
+            case 4:
+                let v = p.loadUnaligned(as: UInt32.self)
+                word = UInt64(isBigEndian ? v.byteSwapped : v)
+            default:
+                let v = p.loadUnaligned(as: UInt64.self)
+                word = isBigEndian ? v.byteSwapped : v
+            }
+            word = (word >> shift) & mask
+            if isSigned && word & signBit != 0 { word |= ~mask }
+            return Int64(bitPattern: word)
+        }
+    }
+
+    struct Sensor {
+        var kind: SensorKind
+        var axes: (Element, Element, Element)
+        var scale: (Double, Double, Double)
+        var offset: (Double, Double, Double)
+        var matrix: MountMatrix
+    }
+
+    var sensors: [Sensor]
+    var timestamp: Element?
+    /// Subtracted from kernel timestamps (ns) to put them on CLOCK_MONOTONIC.
+    var clockOffset: Int64
+
+    init?(layout: DeviceLayout, buffer: IIOBuffer, device: Int, clockOffset: Int64) {
+        var sensors: [Sensor] = []
+        for (plan, channels) in zip(layout.plans, layout.scanChannels) {
+            guard let channels, channels.count == 3 else { return nil }
+            var elements: [Element] = []
+            for c in channels {
+                guard let off = buffer.offset(ofChannel: c, device: device), let f = layout.formats[c] else { return nil }
+                elements.append(Element(offset: off, format: f))
+            }
+            let s = plan.info.scale ?? AxisValues(all: 1)
+            let o = plan.info.offset
+            sensors.append(Sensor(kind: plan.info.kind, axes: (elements[0], elements[1], elements[2]),
+                                  scale: (s.x, s.y, s.z), offset: (o.x, o.y, o.z), matrix: plan.info.mountMatrix))
+        }
+        self.sensors = sensors
+        if let t = layout.timestampChannel, let off = buffer.offset(ofChannel: t, device: device), let f = layout.formats[t] {
+            timestamp = Element(offset: off, format: f)
+        }
+        self.clockOffset = clockOffset
+    }
+
+    /// Decodes one scan into `out` (one sample per sensor); returns how many were written.
+    @inline(__always)
+    func decode(_ scan: UnsafeRawPointer, fallbackTime: Double, into out: UnsafeMutablePointer<CapturedSample>) -> Int {
+        let t = timestamp.map { Double($0.value(scan) - clockOffset) * 1e-9 } ?? fallbackTime
+        for (i, s) in sensors.enumerated() {
+            let v = (x: (Double(s.axes.0.value(scan)) + s.offset.0) * s.scale.0,
+                     y: (Double(s.axes.1.value(scan)) + s.offset.1) * s.scale.1,
+                     z: (Double(s.axes.2.value(scan)) + s.offset.2) * s.scale.2)
+            let r = s.matrix.apply(v)
+            out[i] = CapturedSample(kind: s.kind, x: r.x, y: r.y, z: r.z, timestamp: t)
+        }
+        return sensors.count
+    }
+}
+
+/// The sampling-frequency rule: the lowest available frequency at or above what the update
+/// interval needs, never below 10 Hz (drivers stall at 0 or 1 Hz); an explicit request wins.
+enum FrequencyChoice {
+    static let floor = 10.0
+
+    /// The frequency to write, or nil to leave the device as it is.
+    static func choose(available: SamplingFrequencies?, current: Double?, interval: Double, requested: Double?) -> Double? {
+        let target: Double
+        if let requested {
+            target = requested
+        } else if interval > 0 {
+            target = max(1 / interval, floor)
+        } else {
+            // Every sample wanted: keep the device's rate unless it is too slow to be trusted.
+            if let current, current >= floor { return nil }
+            target = floor
+        }
+        guard let available else { return target }
+        switch available {
+        case .discrete(let values):
+            let usable = values.filter { $0 > 0 }.sorted()
+            return usable.first { $0 >= target - 1e-9 } ?? usable.last
+        case .range(let lo, let step, let hi):
+            var v = min(max(target, lo), hi)
+            if let step, step > 0 { v = min(lo + ((v - lo) / step).rounded(.up) * step, hi) }
+            return v
+        }
+    }
+
+    /// A frequency as the kernel parses it (decimal, no exponent).
+    static func format(_ f: Double) -> String {
+        if f == f.rounded() { return String(Int(f)) }
+        var s = String(f)
+        if s.contains("e") { s = String(Int(f.rounded())) }
+        return s
+    }
+}
+
+/// `current_timestamp_clock` names.
+enum ClockNames {
+    static func clock(_ name: String) -> clockid_t? {
+        switch name {
+        case "realtime": CLOCK_REALTIME
+        case "monotonic": CLOCK_MONOTONIC
+        case "monotonic_raw": CLOCK_MONOTONIC_RAW
+        case "realtime_coarse": CLOCK_REALTIME_COARSE
+        case "monotonic_coarse": CLOCK_MONOTONIC_COARSE
+        case "boottime": CLOCK_BOOTTIME
+        case "tai": CLOCK_TAI
+        default: nil
+        }
+    }
+}
+
+/// Nanoseconds on `clock`.
+func nanoseconds(_ clock: clockid_t) -> Int64 {
+    var ts = timespec()
+    clock_gettime(clock, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}

@@ -1,0 +1,276 @@
+internal import Dispatch
+internal import Glibc
+import Synchronization
+
+/// The streaming side of a ``MotionManager``: which sensors are wanted, by whom, the device
+/// captures serving them, and the newest sample of each sensor.
+///
+/// Locks are held only to copy or update small state: never while a capture thread blocks in the
+/// kernel, never while a user's handler runs, never while a capture thread is joined. Starting and
+/// stopping captures is serialised on ``control``.
+final class StreamHub: Sendable {
+    /// Serialises reconfiguration (start, stop, restart of device captures).
+    let control = DispatchQueue(label: "IIOMotion.control")
+    /// Where handlers run when the caller names no queue.
+    let handlerQueue = DispatchQueue(label: "IIOMotion.handlers")
+    let state = Mutex(HubState())
+    /// The newest sample of each kind: what `accelerometerData` and friends read.
+    let latest = Mutex(Latest())
+
+    struct Latest: Sendable {
+        var samples: [CapturedSample?] = [nil, nil, nil]
+    }
+
+    /// A consumer of one sensor's samples.
+    struct Consumer: Sendable {
+        enum Delivery: Sendable {
+            /// The newest sample, at most once per interval.
+            case coalesced(@Sendable (CapturedSample?, MotionError?) -> Void, queue: DispatchQueue)
+            /// Every sample, in batches.
+            case batched(@Sendable ([CapturedSample]?, MotionError?) -> Void, queue: DispatchQueue)
+            /// No callback: the caller polls the newest sample.
+            case pull
+        }
+        var delivery: Delivery
+        var lastDelivery: Double = -.infinity
+    }
+
+    /// Per sensor kind.
+    struct Sensor: Sendable {
+        var consumers: [Int: Consumer] = [:]
+        var interval: Double = 0.1
+        var requestedRate: Double?
+        var statistics = UpdateStatistics()
+        var status: CaptureStatus?
+        var error: MotionError?
+    }
+
+    struct HubState: Sendable {
+        var sensors: [SensorKind: Sensor] = [:]
+        var captures: [String: RunningCapture] = [:]
+        var nextConsumer = 0
+        var timeout: Double?
+        var preference: SensorMode.Preference = .auto
+        var noticeHandler: (@Sendable (String) -> Void)?
+        var announced: Set<String> = []
+    }
+
+    /// A capture and what it was started for.
+    struct RunningCapture: Sendable {
+        var capture: DeviceCapture
+        var key: CaptureKey
+    }
+
+    /// What decides whether a running capture still fits.
+    struct CaptureKey: Equatable, Sendable {
+        var kinds: [SensorKind]
+        var interval: Double
+        var rate: Double?
+        var timeout: Double?
+        var preference: SensorMode.Preference
+    }
+
+    func sensor(_ kind: SensorKind) -> Sensor {
+        state.withLock { $0.sensors[kind] ?? Sensor() }
+    }
+
+    // MARK: Consumers
+
+    /// Adds a consumer of `kind`; returns its id.
+    func add(_ kind: SensorKind, _ delivery: Consumer.Delivery) -> Int {
+        state.withLock { s in
+            let id = s.nextConsumer
+            s.nextConsumer += 1
+            s.sensors[kind, default: Sensor()].consumers[id] = Consumer(delivery: delivery)
+            s.sensors[kind]!.error = nil
+            return id
+        }
+    }
+
+    /// Removes consumers of `kind` (all when `id` is nil, or just the pull one when `pullOnly`).
+    func remove(_ kind: SensorKind, id: Int? = nil) {
+        state.withLock { s in
+            if let id { s.sensors[kind]?.consumers[id] = nil } else { s.sensors[kind]?.consumers = [:] }
+        }
+    }
+
+    /// Removes the consumers of `kind` that deliver the way `matches` says (e.g. every push handler).
+    func remove(_ kind: SensorKind, where matches: (Consumer.Delivery) -> Bool) {
+        state.withLock { s in
+            guard let consumers = s.sensors[kind]?.consumers else { return }
+            for (id, c) in consumers where matches(c.delivery) { s.sensors[kind]!.consumers[id] = nil }
+        }
+    }
+
+    func isActive(_ kind: SensorKind) -> Bool {
+        state.withLock { !($0.sensors[kind]?.consumers.isEmpty ?? true) && $0.sensors[kind]?.error == nil }
+    }
+
+    // MARK: Reconfiguration
+
+    /// Brings the running captures in line with the consumers: one capture per device serving every
+    /// active sensor of that device; captures whose sensors, interval, rate or mode changed are
+    /// restarted. Runs on ``control``. Setup errors go to the consumers of the sensors concerned.
+    /// - Returns: the setup error of each sensor that could not start.
+    @discardableResult
+    func reconcile(plans: [SensorKind: SensorPlan], uri: String) -> [SensorKind: MotionError] {
+        dispatchPrecondition(condition: .onQueue(control))
+        let (wanted, running) = state.withLock { s -> ([String: (CaptureKey, [SensorPlan])], [String: RunningCapture]) in
+            var byDevice: [String: (CaptureKey, [SensorPlan])] = [:]
+            for kind in SensorKind.allCases {
+                guard let sensor = s.sensors[kind], !sensor.consumers.isEmpty, sensor.error == nil,
+                      let plan = plans[kind] else { continue }
+                let id = plan.info.deviceID
+                var entry = byDevice[id] ?? (CaptureKey(kinds: [], interval: .infinity, rate: nil, timeout: s.timeout, preference: s.preference), [])
+                entry.0.kinds.append(kind)
+                entry.0.interval = min(entry.0.interval, sensor.interval)
+                if let r = sensor.requestedRate { entry.0.rate = max(entry.0.rate ?? 0, r) }
+                entry.1.append(plan)
+                byDevice[id] = entry
+            }
+            return (byDevice, s.captures)
+        }
+        // Stop what no longer fits (joins happen here, with no lock held).
+        for (id, run) in running where wanted[id]?.0 != run.key {
+            run.capture.stop()
+            state.withLock { s in
+                s.captures[id] = nil
+                for k in run.key.kinds { s.sensors[k]?.status = nil }
+            }
+        }
+        var failures: [SensorKind: MotionError] = [:]
+        for (id, (key, devicePlans)) in wanted.sorted(by: { $0.key < $1.key }) {
+            if state.withLock({ $0.captures[id] != nil }) { continue }
+            let settings = CaptureSettings(uri: uri, plans: devicePlans, interval: key.interval, requestedRate: key.rate,
+                                           timeout: key.timeout, preference: key.preference)
+            let capture = DeviceCapture(
+                settings: settings,
+                deliver: { [weak self] batch in self?.deliver(batch) },
+                fail: { [weak self] error in self?.captureFailed(deviceID: id, kinds: key.kinds, error: error) })
+            do throws(MotionError) {
+                let status = try capture.start()
+                let notice: (@Sendable (String) -> Void)? = state.withLock { s in
+                    s.captures[id] = RunningCapture(capture: capture, key: key)
+                    for k in key.kinds { s.sensors[k]?.status = status }
+                    if let reason = status.fallbackReason, s.announced.insert(reason).inserted { return s.noticeHandler }
+                    return nil
+                }
+                if let notice, let reason = status.fallbackReason {
+                    notice("Polling \(capture.deviceText) instead of streaming its buffer: \(reason).")
+                }
+            } catch {
+                for k in key.kinds { failures[k] = error }
+                fail(kinds: key.kinds, error: error)
+            }
+        }
+        return failures
+    }
+
+    /// Stops every capture (on ``control``).
+    func stopAll() {
+        dispatchPrecondition(condition: .onQueue(control))
+        let running = state.withLock { s -> [RunningCapture] in
+            let r = Array(s.captures.values)
+            s.captures = [:]
+            return r
+        }
+        for r in running { r.capture.stop() }
+    }
+
+    // MARK: Delivery (capture threads)
+
+    /// Hands a batch to everyone who wants it. Called on a capture thread; allocates per batch
+    /// (for batched consumers), never per sample.
+    func deliver(_ batch: UnsafeBufferPointer<CapturedSample>) {
+        guard let last = batch.last else { return }
+        var newest: [CapturedSample?] = [nil, nil, nil]
+        var counts = (0, 0, 0)
+        for s in batch {
+            newest[s.kind.slot] = s
+            switch s.kind.slot { case 0: counts.0 += 1; case 1: counts.1 += 1; default: counts.2 += 1 }
+        }
+        latest.withLock { l in
+            for i in 0..<3 where newest[i] != nil { l.samples[i] = newest[i] }
+        }
+        let now = monotonicSeconds()
+        var jobs: [(DispatchQueue, @Sendable () -> Void)] = []
+        state.withLock { s in
+            for kind in SensorKind.allCases {
+                guard let n = newest[kind.slot], var sensor = s.sensors[kind] else { continue }
+                let count = kind.slot == 0 ? counts.0 : (kind.slot == 1 ? counts.1 : counts.2)
+                sensor.statistics.samples += count
+                for (id, var c) in sensor.consumers {
+                    switch c.delivery {
+                    case let .coalesced(handler, queue):
+                        // "At most once per interval" with a little slack for wake-up jitter.
+                        if now - c.lastDelivery >= sensor.interval * 0.9 {
+                            c.lastDelivery = now
+                            sensor.statistics.delivered += 1
+                            sensor.statistics.coalesced += count - 1
+                            jobs.append((queue, { handler(n, nil) }))
+                        } else {
+                            sensor.statistics.coalesced += count
+                        }
+                        sensor.consumers[id] = c
+                    case let .batched(handler, queue):
+                        var samples: [CapturedSample] = []
+                        samples.reserveCapacity(count)
+                        for x in batch where x.kind == kind { samples.append(x) }
+                        let delivered = samples
+                        jobs.append((queue, { handler(delivered, nil) }))
+                    case .pull:
+                        break
+                    }
+                }
+                s.sensors[kind] = sensor
+            }
+        }
+        _ = last
+        for (queue, job) in jobs { queue.async(execute: job) }
+    }
+
+    /// A capture ended on an error: its sensors stop, their consumers hear why, the others go on.
+    private func captureFailed(deviceID: String, kinds: [SensorKind], error: MotionError) {
+        fail(kinds: kinds, error: error)
+        control.async { [self] in
+            let run = state.withLock { s -> RunningCapture? in
+                let r = s.captures[deviceID]
+                s.captures[deviceID] = nil
+                return r
+            }
+            run?.capture.stop()
+        }
+    }
+
+    private func fail(kinds: [SensorKind], error: MotionError) {
+        let jobs = state.withLock { s -> [(DispatchQueue, @Sendable () -> Void)] in
+            var jobs: [(DispatchQueue, @Sendable () -> Void)] = []
+            for k in kinds {
+                guard var sensor = s.sensors[k] else { continue }
+                sensor.error = error
+                sensor.status = nil
+                for c in sensor.consumers.values {
+                    switch c.delivery {
+                    case let .coalesced(h, q): jobs.append((q, { h(nil, error) }))
+                    case let .batched(h, q): jobs.append((q, { h(nil, error) }))
+                    case .pull: break
+                    }
+                }
+                s.sensors[k] = sensor
+            }
+            return jobs
+        }
+        for (q, job) in jobs { q.async(execute: job) }
+    }
+}
+
+extension SensorKind {
+    /// Index into fixed per-kind storage.
+    var slot: Int {
+        switch self {
+        case .accelerometer: 0
+        case .gyroscope: 1
+        case .magnetometer: 2
+        }
+    }
+}

@@ -1,0 +1,376 @@
+public import Dispatch
+
+/// How a sensor is being read.
+public enum SensorMode: String, Sendable, Hashable, CustomStringConvertible {
+    /// From the kernel's buffer (`/dev/iio:deviceN`): every sample, with the kernel's timestamps.
+    case buffered
+    /// By reading the `raw` files on a timer: needs no permissions beyond read access, but
+    /// costs a system call per axis and may miss samples between reads.
+    case polled
+
+    /// Which mode to use.
+    public enum Preference: String, Sendable, Hashable, CustomStringConvertible {
+        /// Buffered where possible, else polled (announced once, with the reason).
+        case auto
+        /// Buffered only: a device that cannot stream is an error.
+        case buffered
+        /// Polled only.
+        case polled
+
+        /// The raw value.
+        public var description: String { rawValue }
+    }
+
+    /// The raw value.
+    public var description: String { rawValue }
+}
+
+/// Counts of one sensor's updates since it started.
+public struct UpdateStatistics: Sendable, Hashable {
+    /// Samples the sensor produced and the manager received.
+    public var samples = 0
+    /// Samples handed to push-mode handlers.
+    public var delivered = 0
+    /// Samples a push-mode handler did not get because a newer one replaced them within an
+    /// update interval (batched handlers and async batch streams get every sample).
+    public var coalesced = 0
+
+    /// Zero counts.
+    public init() {}
+}
+
+/// A sample type the manager produces.
+protocol CapturedConvertible: Sendable {
+    init(_ sample: CapturedSample, units: MotionUnits)
+}
+
+extension AccelerometerData: CapturedConvertible {
+    init(_ s: CapturedSample, units: MotionUnits) {
+        self.init(timestamp: s.timestamp, acceleration: Conversion.acceleration((s.x, s.y, s.z), units: units))
+    }
+}
+
+extension GyroData: CapturedConvertible {
+    init(_ s: CapturedSample, units: MotionUnits) {
+        self.init(timestamp: s.timestamp, rotationRate: Conversion.rotationRate((s.x, s.y, s.z), units: units))
+    }
+}
+
+extension MagnetometerData: CapturedConvertible {
+    init(_ s: CapturedSample, units: MotionUnits) {
+        self.init(timestamp: s.timestamp, magneticField: Conversion.magneticField((s.x, s.y, s.z), units: units))
+    }
+}
+
+// MARK: - The Core Motion surface
+
+extension MotionManager {
+    // MARK: Accelerometer
+
+    /// The interval, in seconds, at which push-mode handlers get accelerometer samples: a cap,
+    /// as in Core Motion (a handler gets at most one sample per interval, the newest). `0` delivers
+    /// every sample the sensor makes. Values shorter than the fastest rate the device offers are
+    /// raised to it. Takes effect at the next start (and restarts running updates).
+    public var accelerometerUpdateInterval: Double {
+        get { hub.sensor(.accelerometer).interval }
+        set { setInterval(newValue, for: .accelerometer) }
+    }
+
+    /// True while accelerometer updates run.
+    public var isAccelerometerActive: Bool { hub.isActive(.accelerometer) }
+
+    /// The newest accelerometer sample, or nil before the first one (or when updates are not
+    /// running). Cheap enough for every frame of a game loop: no allocation, and only a short
+    /// lock that the capture thread never holds while it waits for the kernel.
+    public var accelerometerData: AccelerometerData? { latest(.accelerometer) }
+
+    /// Starts accelerometer updates without a handler: read ``accelerometerData`` when you want
+    /// the newest sample.
+    /// - Throws: ``MotionError`` when there is no accelerometer or it cannot be started.
+    public func startAccelerometerUpdates() throws(MotionError) {
+        try startPull(.accelerometer)
+    }
+
+    /// Starts accelerometer updates delivered to a handler, at most once per
+    /// ``accelerometerUpdateInterval``, with the newest sample.
+    /// - Parameters:
+    ///   - queue: where the handler runs; the manager's private serial queue when nil.
+    ///   - handler: gets `(data, nil)` per update, or `(nil, error)` once when the sensor fails
+    ///     (it is then stopped; other sensors go on).
+    public func startAccelerometerUpdates(to queue: DispatchQueue? = nil,
+                                          withHandler handler: @escaping @Sendable (AccelerometerData?, MotionError?) -> Void) {
+        startPush(.accelerometer, queue: queue, handler)
+    }
+
+    /// Starts accelerometer updates delivered in batches that hold every sample the sensor made,
+    /// none coalesced: what loggers and recorders use. A batch arrives about once per
+    /// ``accelerometerUpdateInterval``.
+    /// - Parameters:
+    ///   - queue: where the handler runs; the manager's private serial queue when nil.
+    ///   - handler: gets `(samples, nil)` per batch, or `(nil, error)` once when the sensor fails.
+    public func startAccelerometerBatches(to queue: DispatchQueue? = nil,
+                                          withHandler handler: @escaping @Sendable ([AccelerometerData]?, MotionError?) -> Void) {
+        startBatches(.accelerometer, queue: queue, handler)
+    }
+
+    /// Accelerometer updates as an async sequence (newest sample, at most once per interval).
+    /// Iteration ends by throwing the ``MotionError`` that stopped the sensor; cancelling the task
+    /// or dropping the stream stops these updates.
+    public func accelerometerUpdates() -> AsyncThrowingStream<AccelerometerData, any Error> {
+        updates(.accelerometer)
+    }
+
+    /// Every accelerometer sample, in batches, as an async sequence.
+    public func accelerometerBatches() -> AsyncThrowingStream<[AccelerometerData], any Error> {
+        batches(.accelerometer)
+    }
+
+    /// Stops every kind of accelerometer update (pull, push, batched, async).
+    public func stopAccelerometerUpdates() {
+        stop(.accelerometer)
+    }
+
+    // MARK: Gyroscope
+
+    /// The interval, in seconds, at which push-mode handlers get gyroscope samples (see
+    /// ``accelerometerUpdateInterval``).
+    public var gyroUpdateInterval: Double {
+        get { hub.sensor(.gyroscope).interval }
+        set { setInterval(newValue, for: .gyroscope) }
+    }
+
+    /// True while gyroscope updates run.
+    public var isGyroActive: Bool { hub.isActive(.gyroscope) }
+
+    /// The newest gyroscope sample, or nil (see ``accelerometerData``).
+    public var gyroData: GyroData? { latest(.gyroscope) }
+
+    /// Starts gyroscope updates without a handler: read ``gyroData``.
+    /// - Throws: ``MotionError`` when there is no gyroscope or it cannot be started.
+    public func startGyroUpdates() throws(MotionError) {
+        try startPull(.gyroscope)
+    }
+
+    /// Starts gyroscope updates delivered to a handler, at most once per ``gyroUpdateInterval``.
+    /// - Parameters:
+    ///   - queue: where the handler runs; the manager's private serial queue when nil.
+    ///   - handler: gets `(data, nil)` per update, or `(nil, error)` once when the sensor fails.
+    public func startGyroUpdates(to queue: DispatchQueue? = nil,
+                                 withHandler handler: @escaping @Sendable (GyroData?, MotionError?) -> Void) {
+        startPush(.gyroscope, queue: queue, handler)
+    }
+
+    /// Starts gyroscope updates in batches holding every sample.
+    /// - Parameters:
+    ///   - queue: where the handler runs; the manager's private serial queue when nil.
+    ///   - handler: gets `(samples, nil)` per batch, or `(nil, error)` once when the sensor fails.
+    public func startGyroBatches(to queue: DispatchQueue? = nil,
+                                 withHandler handler: @escaping @Sendable ([GyroData]?, MotionError?) -> Void) {
+        startBatches(.gyroscope, queue: queue, handler)
+    }
+
+    /// Gyroscope updates as an async sequence.
+    public func gyroUpdates() -> AsyncThrowingStream<GyroData, any Error> {
+        updates(.gyroscope)
+    }
+
+    /// Every gyroscope sample, in batches, as an async sequence.
+    public func gyroBatches() -> AsyncThrowingStream<[GyroData], any Error> {
+        batches(.gyroscope)
+    }
+
+    /// Stops every kind of gyroscope update.
+    public func stopGyroUpdates() {
+        stop(.gyroscope)
+    }
+
+    // MARK: Configuration and state
+
+    /// Asks for a sampling frequency (Hz) for a sensor, instead of the lowest one that serves its
+    /// update interval; nil goes back to that rule. The device may round it to what it supports:
+    /// ``samplingFrequency(of:)`` says what is in force.
+    /// - Parameters:
+    ///   - hz: the frequency, or nil.
+    ///   - kind: the sensor.
+    public func requestSamplingFrequency(_ hz: Double?, for kind: SensorKind) {
+        hub.state.withLock { $0.sensors[kind, default: .init()].requestedRate = hz.map { max($0, 0) } }
+        restartIfActive(kind)
+    }
+
+    /// How long a buffered sensor may stay silent before it is reported as failed
+    /// (``MotionError/Code/timedOut``), in seconds; nil (the default) sizes it from the buffer:
+    /// at least 1 s and well over the time one buffer takes to fill.
+    public var timeout: Double? {
+        get { hub.state.withLock { $0.timeout } }
+        set { hub.state.withLock { $0.timeout = newValue.map { max($0, 0.001) } } }
+    }
+
+    /// Buffered, polled, or buffered with a polled fallback (the default). Applies to updates
+    /// started afterwards.
+    public var preferredMode: SensorMode.Preference {
+        get { hub.state.withLock { $0.preference } }
+        set { hub.state.withLock { $0.preference = newValue } }
+    }
+
+    /// Called once per distinct notice, on a capture thread: today, when a sensor is polled
+    /// because its buffer cannot be used, with the reason and what to do. The library prints
+    /// nothing itself.
+    public var noticeHandler: (@Sendable (String) -> Void)? {
+        get { hub.state.withLock { $0.noticeHandler } }
+        set { hub.state.withLock { $0.noticeHandler = newValue } }
+    }
+
+    /// How a running sensor is read, or nil when it is not running.
+    /// - Parameter kind: the sensor.
+    /// - Returns: buffered or polled.
+    public func mode(of kind: SensorKind) -> SensorMode? {
+        hub.sensor(kind).status?.mode
+    }
+
+    /// The sampling frequency in force for a running sensor, as read back from the device.
+    /// - Parameter kind: the sensor.
+    /// - Returns: Hz, or nil when unknown or not running.
+    public func samplingFrequency(of kind: SensorKind) -> Double? {
+        hub.sensor(kind).status?.samplingFrequency
+    }
+
+    /// Why a running sensor is polled although buffering was allowed, or nil.
+    /// - Parameter kind: the sensor.
+    /// - Returns: the reason, a sentence.
+    public func fallbackReason(of kind: SensorKind) -> String? {
+        hub.sensor(kind).status?.fallbackReason
+    }
+
+    /// Samples received, delivered and coalesced since the sensor's updates started.
+    /// - Parameter kind: the sensor.
+    /// - Returns: the counts.
+    public func updateStatistics(of kind: SensorKind) -> UpdateStatistics {
+        hub.sensor(kind).statistics
+    }
+
+    /// Stops every sensor's updates and joins their capture threads.
+    public func stopAllUpdates() {
+        for kind in SensorKind.allCases { hub.remove(kind) }
+        hub.control.sync { hub.stopAll() }
+    }
+
+    // MARK: Internals
+
+    private func latest<T: CapturedConvertible>(_ kind: SensorKind) -> T? {
+        let s = hub.latest.withLock { $0.samples[kind.slot] }
+        return s.map { T($0, units: units) }
+    }
+
+    private func setInterval(_ value: Double, for kind: SensorKind) {
+        var v = value.isFinite ? max(value, 0) : 0.1
+        if v > 0, let fastest = sensor(kind)?.availableSamplingFrequencies?.maximum, fastest > 0 {
+            v = max(v, 1 / fastest)
+        }
+        let changed = hub.state.withLock { s -> Bool in
+            let old = s.sensors[kind]?.interval
+            s.sensors[kind, default: .init()].interval = v
+            return old != v
+        }
+        if changed { restartIfActive(kind) }
+    }
+
+    private func restartIfActive(_ kind: SensorKind) {
+        guard hub.isActive(kind) else { return }
+        let plans = activePlans()
+        hub.control.sync { _ = hub.reconcile(plans: plans, uri: uri) }
+    }
+
+    /// The chosen plan per kind, or the reason a kind has none.
+    private func plan(_ kind: SensorKind) -> Result<SensorPlan, MotionError> {
+        let snapshot = state.withLock { $0 }
+        switch snapshot.discovery {
+        case .failure(let e): return .failure(e)
+        case .success(let d):
+            guard let p = snapshot.chosen[kind] else { return .failure(notAvailableError(kind, discovery: d)) }
+            if let problem = p.info.problem { return .failure(problem) }
+            return .success(p)
+        }
+    }
+
+    private func activePlans() -> [SensorKind: SensorPlan] {
+        state.withLock { $0.chosen }
+    }
+
+    /// Registers a consumer, then starts (or restarts) the device capture; on failure the consumer
+    /// is removed and the error returned.
+    private func start(_ kind: SensorKind, _ delivery: StreamHub.Consumer.Delivery) -> (id: Int?, error: MotionError?) {
+        if case .failure(let e) = plan(kind) { return (nil, e) }
+        let id = hub.add(kind, delivery)
+        hub.state.withLock { $0.sensors[kind]?.statistics = UpdateStatistics() }
+        let plans = activePlans()
+        let failures = hub.control.sync { hub.reconcile(plans: plans, uri: uri) }
+        if let e = failures[kind] {
+            hub.remove(kind, id: id)
+            return (nil, e)
+        }
+        return (id, nil)
+    }
+
+    private func startPull(_ kind: SensorKind) throws(MotionError) {
+        if hub.state.withLock({ s in s.sensors[kind]?.consumers.values.contains { if case .pull = $0.delivery { true } else { false } } ?? false }) {
+            if hub.isActive(kind) { return }
+        }
+        let r = start(kind, .pull)
+        if let e = r.error { throw e }
+    }
+
+    private func startPush<T: CapturedConvertible>(_ kind: SensorKind, queue: DispatchQueue?,
+                                                   _ handler: @escaping @Sendable (T?, MotionError?) -> Void) {
+        // As in Core Motion, a new handler replaces the previous one.
+        hub.remove(kind) { if case .coalesced = $0 { true } else { false } }
+        let units = self.units
+        let q = queue ?? hub.handlerQueue
+        let r = start(kind, .coalesced({ s, e in handler(s.map { T($0, units: units) }, e) }, queue: q))
+        if let e = r.error { q.async { handler(nil, e) } }
+    }
+
+    private func startBatches<T: CapturedConvertible>(_ kind: SensorKind, queue: DispatchQueue?,
+                                                      _ handler: @escaping @Sendable ([T]?, MotionError?) -> Void) {
+        hub.remove(kind) { if case .batched = $0 { true } else { false } }
+        let units = self.units
+        let q = queue ?? hub.handlerQueue
+        let r = start(kind, .batched({ s, e in handler(s.map { $0.map { T($0, units: units) } }, e) }, queue: q))
+        if let e = r.error { q.async { handler(nil, e) } }
+    }
+
+    private func updates<T: CapturedConvertible>(_ kind: SensorKind) -> AsyncThrowingStream<T, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<T, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let units = self.units
+        let r = start(kind, .coalesced({ s, e in
+            if let s { continuation.yield(T(s, units: units)) } else { continuation.finish(throwing: e) }
+        }, queue: hub.handlerQueue))
+        if let e = r.error { continuation.finish(throwing: e) }
+        if let id = r.id { continuation.onTermination = { [weak self] _ in self?.endConsumer(kind, id: id) } }
+        return stream
+    }
+
+    private func batches<T: CapturedConvertible>(_ kind: SensorKind) -> AsyncThrowingStream<[T], any Error> {
+        let (stream, continuation) = AsyncThrowingStream<[T], any Error>.makeStream(bufferingPolicy: .unbounded)
+        let units = self.units
+        let r = start(kind, .batched({ s, e in
+            if let s { continuation.yield(s.map { T($0, units: units) }) } else { continuation.finish(throwing: e) }
+        }, queue: hub.handlerQueue))
+        if let e = r.error { continuation.finish(throwing: e) }
+        if let id = r.id { continuation.onTermination = { [weak self] _ in self?.endConsumer(kind, id: id) } }
+        return stream
+    }
+
+    private func endConsumer(_ kind: SensorKind, id: Int) {
+        hub.remove(kind, id: id)
+        let plans = activePlans()
+        hub.control.async { [hub, uri] in hub.reconcile(plans: plans, uri: uri) }
+    }
+
+    private func stop(_ kind: SensorKind) {
+        hub.remove(kind)
+        hub.latest.withLock { $0.samples[kind.slot] = nil }
+        let plans = activePlans()
+        hub.control.sync { _ = hub.reconcile(plans: plans, uri: uri) }
+        hub.state.withLock { $0.sensors[kind]?.error = nil }
+    }
+}

@@ -1,0 +1,137 @@
+// Scenarios exercising IIOMotion's streaming API, for the integration tests, which run them inside
+// iio-sim and check what they print: one JSON object per line on stdout.
+//
+//   motion-scenarios every-sample SECONDS [RATE]   batched delivery at interval 0: every sample
+//   motion-scenarios capped SECONDS INTERVAL RATE   push delivery: how many, how new
+//   motion-scenarios pull SECONDS                   accelerometerData from a tight loop on another thread
+//   motion-scenarios start-stop COUNT               start and stop with handlers running, COUNT times
+//   motion-scenarios failure SECONDS                wait for a handler error (e.g. under --unplug)
+import Dispatch
+import Foundation
+@preconcurrency import Glibc
+import IIOMotion
+import Synchronization
+
+func now() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
+}
+
+func emit(_ fields: [(String, String)]) {
+    print("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
+    fflush(nil)
+}
+
+func warn(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+
+func fail(_ message: String) -> Never {
+    warn(message)
+    exit(1)
+}
+
+let args = Array(CommandLine.arguments.dropFirst())
+guard let scenario = args.first else { fail("usage: motion-scenarios SCENARIO ARGS...") }
+func number(_ i: Int, _ def: Double) -> Double { args.count > i ? Double(args[i]) ?? def : def }
+
+let manager = MotionManager(units: .si)
+manager.noticeHandler = { warn("notice: \($0)") }
+
+switch scenario {
+case "every-sample":
+    let seconds = number(1, 2)
+    if args.count > 2 { manager.requestSamplingFrequency(number(2, 100), for: .accelerometer) }
+    manager.accelerometerUpdateInterval = 0
+    let samples = Mutex<[Double]>([])
+    let failure = Mutex<MotionError?>(nil)
+    manager.startAccelerometerBatches { batch, error in
+        if let batch { samples.withLock { $0 += batch.map(\.timestamp) } }
+        if let error { failure.withLock { $0 = error } }
+    }
+    usleep(UInt32(seconds * 1e6))
+    manager.stopAllUpdates()
+    let t = samples.withLock { $0 }
+    let gaps = zip(t, t.dropFirst()).filter { $1 <= $0 }.count
+    emit([("samples", "\(t.count)"), ("nonIncreasing", "\(gaps)"), ("mode", "\"\(manager.mode(of: .accelerometer)?.description ?? "stopped")\""),
+          ("error", failure.withLock { $0 }.map { "\"\($0)\"" } ?? "null")])
+case "capped":
+    let seconds = number(1, 2), interval = number(2, 0.05)
+    manager.requestSamplingFrequency(number(3, 800), for: .accelerometer)
+    manager.accelerometerUpdateInterval = interval
+    let deliveries = Mutex<[(Double, Double)]>([])
+    manager.startAccelerometerUpdates { data, _ in
+        if let data { deliveries.withLock { $0.append((now(), data.timestamp)) } }
+    }
+    let rate = manager.samplingFrequency(of: .accelerometer) ?? 0
+    usleep(UInt32(seconds * 1e6))
+    let stats = manager.updateStatistics(of: .accelerometer)
+    manager.stopAllUpdates()
+    let d = deliveries.withLock { $0 }
+    let ages = d.map { $0.0 - $0.1 }.sorted()
+    emit([("deliveries", "\(d.count)"), ("rate", "\(rate)"), ("samples", "\(stats.samples)"), ("coalesced", "\(stats.coalesced)"),
+          ("maxAge", "\(ages.last ?? -1)"), ("medianAge", "\(ages.isEmpty ? -1 : ages[ages.count / 2])")])
+case "pull":
+    let seconds = number(1, 2)
+    manager.accelerometerUpdateInterval = 0
+    do { try manager.startAccelerometerUpdates() } catch { fail("\(error)") }
+    let result = Mutex<(reads: Int, distinct: Int, badMagnitude: Int, backwards: Int)>((0, 0, 0, 0))
+    let done = DispatchSemaphore(value: 0)
+    let reader = Thread {
+        var reads = 0, distinct = 0, bad = 0, backwards = 0
+        var last = -1.0
+        let end = now() + seconds
+        while now() < end {
+            guard let d = manager.accelerometerData else { continue }
+            reads += 1
+            if d.timestamp != last {
+                if d.timestamp < last { backwards += 1 }
+                last = d.timestamp
+                distinct += 1
+                let a = d.acceleration
+                let m = (a.x * a.x + a.y * a.y + a.z * a.z).squareRoot()
+                if abs(m - 9.80665) > 0.05 { bad += 1 }
+            }
+        }
+        result.withLock { $0 = (reads, distinct, bad, backwards) }
+        done.signal()
+    }
+    reader.start()
+    done.wait()
+    manager.stopAllUpdates()
+    let r = result.withLock { $0 }
+    emit([("reads", "\(r.reads)"), ("distinct", "\(r.distinct)"), ("badMagnitude", "\(r.badMagnitude)"), ("backwards", "\(r.backwards)")])
+case "start-stop":
+    let count = Int(number(1, 200))
+    let delivered = Atomic<Int>(0)
+    var errors = 0
+    let t0 = now()
+    for _ in 0..<count {
+        manager.accelerometerUpdateInterval = 0.01
+        manager.startAccelerometerUpdates { d, e in if d != nil { delivered.add(1, ordering: .relaxed) }; _ = e }
+        if manager.isGyroAvailable {
+            manager.startGyroUpdates { _, _ in }
+        }
+        usleep(2000)
+        manager.stopAccelerometerUpdates()
+        manager.stopGyroUpdates()
+        if manager.isAccelerometerActive || manager.isGyroActive { errors += 1 }
+    }
+    emit([("cycles", "\(count)"), ("stillActive", "\(errors)"), ("delivered", "\(delivered.load(ordering: .relaxed))"), ("seconds", "\(now() - t0)")])
+case "failure":
+    let seconds = number(1, 5)
+    let t0 = now()
+    let got = Mutex<(Double, String)?>(nil)
+    let sem = DispatchSemaphore(value: 0)
+    manager.accelerometerUpdateInterval = 0.05
+    manager.startAccelerometerUpdates { _, e in
+        if let e { got.withLock { $0 = (now() - t0, "\(e)") }; sem.signal() }
+    }
+    let r = sem.wait(timeout: .now() + seconds)
+    let stop0 = now()
+    manager.stopAllUpdates()
+    let g = got.withLock { $0 }
+    emit([("error", r == .success ? "true" : "false"), ("after", "\(g?.0 ?? -1)"), ("stopSeconds", "\(now() - stop0)"),
+          ("message", g.map { "\"\($0.1.replacingOccurrences(of: "\"", with: "'"))\"" } ?? "null")])
+default:
+    fail("unknown scenario \(scenario)")
+}
