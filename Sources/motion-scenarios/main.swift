@@ -34,8 +34,11 @@ let args = Array(CommandLine.arguments.dropFirst())
 guard let scenario = args.first else { fail("usage: motion-scenarios SCENARIO ARGS...") }
 func number(_ i: Int, _ def: Double) -> Double { args.count > i ? Double(args[i]) ?? def : def }
 
-let manager = MotionManager(units: .si)
+// MOTION_URI picks the context (e.g. ip:127.0.0.1), MOTION_MODE the preferred mode.
+let environment = ProcessInfo.processInfo.environment
+let manager = MotionManager(uri: environment["MOTION_URI"] ?? "local:", units: .si)
 manager.noticeHandler = { warn("notice: \($0)") }
+if let mode = environment["MOTION_MODE"].flatMap(SensorMode.Preference.init(rawValue:)) { manager.preferredMode = mode }
 
 switch scenario {
 case "every-sample":
@@ -48,11 +51,14 @@ case "every-sample":
         if let batch { samples.withLock { $0 += batch.map(\.timestamp) } }
         if let error { failure.withLock { $0 = error } }
     }
+    let mode = manager.mode(of: .accelerometer)?.description ?? "stopped"
+    let rate = manager.samplingFrequency(of: .accelerometer) ?? 0
     usleep(UInt32(seconds * 1e6))
     manager.stopAllUpdates()
     let t = samples.withLock { $0 }
     let gaps = zip(t, t.dropFirst()).filter { $1 <= $0 }.count
-    emit([("samples", "\(t.count)"), ("nonIncreasing", "\(gaps)"), ("mode", "\"\(manager.mode(of: .accelerometer)?.description ?? "stopped")\""),
+    emit([("samples", "\(t.count)"), ("nonIncreasing", "\(gaps)"), ("mode", "\"\(mode)\""), ("rate", "\(rate)"),
+          ("first", "\(t.first ?? -1)"), ("last", "\(t.last ?? -1)"),
           ("error", failure.withLock { $0 }.map { "\"\($0)\"" } ?? "null")])
 case "capped":
     let seconds = number(1, 2), interval = number(2, 0.05)

@@ -378,7 +378,10 @@ final class DeviceCapture: Sendable {
     // MARK: Polled mode
 
     private func poll(context: IIOContext, device: Int, layout: DeviceLayout, fallback: String?) {
-        let rate = settings.plans.compactMap(\.info.samplingFrequency).filter { $0 > 0 }.max()
+        // The same frequency rule as buffered capture: drivers at 0 or 1 Hz block sysfs reads for
+        // seconds or answer with stale values. Without permission to write, the rate stays.
+        let rate = configureFrequencies(context: context, device: device, layout: layout)
+            ?? settings.plans.compactMap(\.info.samplingFrequency).filter { $0 > 0 }.max()
         let period = settings.interval > 0 ? settings.interval : max(0.001, 1 / (rate ?? 100))
         reportSetup(.success(CaptureStatus(mode: .polled, samplingFrequency: rate, fallbackReason: fallback,
                                            samplesPerWakeup: 1, timeout: 0)))

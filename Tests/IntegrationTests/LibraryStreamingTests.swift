@@ -1,0 +1,132 @@
+import Foundation
+import IIOSimKit
+import Testing
+
+/// MotionManager's streaming through the real libiio backends, against iio-sim: the scenarios of
+/// `motion-scenarios` run inside the simulator, and what they print is checked against what the
+/// simulator says it streamed. Timing bounds are generous: they catch a wrong design, not jitter.
+@Suite(.enabled(if: FileManager.default.isExecutableFile(atPath: SimHarness.product("motion-scenarios")),
+                "motion-scenarios is not built (swift build)"))
+struct LibraryStreamingTests {
+    /// Runs a scenario under iio-sim and parses its one JSON line.
+    func scenario(_ fixture: String, _ args: [String], sim: [String] = [], env: [String: String] = [:],
+                  log: String? = nil) throws -> (fields: [String: Any], result: SimHarness.Result) {
+        var simArgs = ["--fixture", fixture] + sim
+        if let log { simArgs += ["--stream-log", log] }
+        let r = try SimHarness.run(SimHarness.product("iio-sim"), simArgs + ["--", SimHarness.product("motion-scenarios")] + args,
+                                   environment: env)
+        let line = r.out.split(separator: "\n").last.map(String.init) ?? ""
+        let fields = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
+        return (fields, r)
+    }
+
+    func number(_ f: [String: Any], _ key: String) -> Double { (f[key] as? NSNumber)?.doubleValue ?? .nan }
+
+    /// Timestamps (s) of the first and last scans a session delivered to its reader.
+    func deliveredTimestamps(_ log: String, device: String = "iio:device0") throws -> (count: Int, first: Double, last: Double) {
+        var all: [Double] = []
+        for (rec, bytes) in try SimHarness.sessions(in: log, device: device) {
+            guard let ts = rec.elements.first(where: { $0.channel == "timestamp" }) else { continue }
+            let type = try ScanType(parsing: ts.type)
+            let raw = Array(bytes)
+            for i in 0..<(raw.count / rec.scanSize) { all.append(Double(type.decode(raw, at: i * rec.scanSize + ts.offset)) * 1e-9) }
+        }
+        return (all.count, all.first ?? -1, all.last ?? -1)
+    }
+
+    @Test("every sample arrives once, in order (interval 0), for every fixture", arguments: SimHarness.fixtureNames)
+    func everySample(_ fixture: String) throws {
+        let log = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let (f, r) = try scenario(fixture, ["every-sample", "2"], log: log)
+        try #require(r.status == 0, "\(r)")
+        #expect(f["mode"] as? String == "buffered", "\(r)")
+        #expect(f["error"] is NSNull, "\(r)")
+        #expect(number(f, "nonIncreasing") == 0)
+        #expect(number(f, "rate") >= 10, "the library raises a rate below 10 Hz (cros-ec idles at 0): \(r)")
+        // The accelerometer's device: the first device with accel channels (cros-ec: the display's).
+        let device = fixture == "cros-ec" ? "iio:device1" : "iio:device0"
+        let streamed = try deliveredTimestamps(log, device: device)
+        #expect(Int(number(f, "samples")) == streamed.count, "received \(number(f, "samples")), delivered \(streamed.count)")
+        #expect(abs(number(f, "first") - streamed.first) < 1e-6 && abs(number(f, "last") - streamed.last) < 1e-6,
+                "first/last timestamps \(number(f, "first"))/\(number(f, "last")) vs the stream's \(streamed.first)/\(streamed.last)")
+    }
+
+    @Test("at 1 kHz for 10 s with interval 0, no sample is lost")
+    func everySampleAt1kHz() throws {
+        let log = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        // The HID hub takes any rate: 1000 Hz exactly.
+        let (f, r) = try scenario("hid-sensor-hub", ["every-sample", "10", "1000"], log: log)
+        try #require(r.status == 0, "\(r)")
+        #expect(number(f, "rate") == 1000, "\(r)")
+        let stats = try JSONDecoder().decode([String: StreamStats].self, from: Data(contentsOf: URL(fileURLWithPath: log + "/stats.json")))
+        let s = try #require(stats["iio:device0"])
+        #expect(s.scansDropped == 0, "the kernel buffer overflowed: \(s)")
+        #expect(Int64(number(f, "samples")) == s.scansWritten - s.scansUnreadAtClose, "\(s) vs \(f)")
+        #expect(number(f, "samples") > 9000)
+    }
+
+    @Test("push delivery is capped at the interval, with the newest sample")
+    func cappedDelivery() throws {
+        let (f, r) = try scenario("bmi160", ["capped", "2", "0.05", "1000"])
+        try #require(r.status == 0, "\(r)")
+        #expect(number(f, "rate") == 1600, "1000 Hz asked: the lowest available at or above is 1600: \(r)")
+        let perSecond = number(f, "deliveries") / 2
+        #expect(perSecond >= 10 && perSecond <= 30, "\(perSecond) deliveries a second for an interval of 0.05 s")
+        #expect(number(f, "coalesced") > number(f, "deliveries"), "most of 1600 samples a second are coalesced")
+        #expect(number(f, "medianAge") < 0.05, "the delivered sample is the newest: median age \(number(f, "medianAge")) s")
+    }
+
+    @Test("pull reads from a tight loop see whole samples, in order")
+    func pullWhole() throws {
+        // Turning fast about x: x from one sample with y, z of another would not have |a| = g.
+        let (f, r) = try scenario("bmi160", ["pull", "2"], sim: ["--motion", "rotate:axis=x,dps=720"])
+        try #require(r.status == 0, "\(r)")
+        #expect(number(f, "distinct") > 10, "\(r)")
+        #expect(number(f, "badMagnitude") == 0)
+        #expect(number(f, "backwards") == 0)
+        #expect(number(f, "reads") > number(f, "distinct"))
+    }
+
+    @Test("start and stop 200 times with handlers running")
+    func startStop() throws {
+        let (f, r) = try scenario("bmi160", ["start-stop", "200"])
+        try #require(r.status == 0, "\(r)")
+        #expect(number(f, "cycles") == 200)
+        #expect(number(f, "stillActive") == 0)
+        #expect(number(f, "seconds") < 120)
+    }
+
+    @Test("a device unplugged mid-stream: the handler gets the error within 2 s, stop returns promptly",
+          arguments: ["lsm6dsx", "bmi160"])
+    func unplug(_ fixture: String) throws {
+        let device = fixture == "lsm6dsx" ? "lsm6dso_accel" : "bmi160"
+        let (f, r) = try scenario(fixture, ["failure", "6"], sim: ["--unplug", "\(device)@1"])
+        try #require(r.status == 0, "\(r)")
+        #expect(f["error"] as? Bool == true, "\(r)")
+        let after = number(f, "after")
+        #expect(after > 0.9 && after < 1 + 2, "error \(after) s after start, unplugged at 1 s")
+        #expect(number(f, "stopSeconds") < 1)
+        #expect((f["message"] as? String)?.contains(device) == true, "the message names the device: \(r)")
+    }
+
+    @Test("polled mode when asked, and the same data through iiod")
+    func polledAndRemote() throws {
+        let (p, r1) = try scenario("lsm6dsx", ["every-sample", "1"], env: ["MOTION_MODE": "polled"])
+        try #require(r1.status == 0, "\(r1)")
+        #expect(p["mode"] as? String == "polled")
+        #expect(number(p, "samples") >= 5)
+        guard SimHarness.installed("iiod") else { return }
+        let log = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let (n, r2) = try scenario("bmi160", ["every-sample", "2"], sim: ["--iiod"], env: ["MOTION_URI": "ip:127.0.0.1"], log: log)
+        try #require(r2.status == 0, "\(r2)")
+        #expect(n["mode"] as? String == "buffered")
+        #expect(number(n, "nonIncreasing") == 0)
+        // iiod may read ahead of its client: what arrived is a prefix of what was streamed.
+        let streamed = try deliveredTimestamps(log)
+        #expect(number(n, "samples") > 100 && Int(number(n, "samples")) <= streamed.count, "\(n) vs \(streamed)")
+        #expect(abs(number(n, "first") - streamed.first) < 1e-6)
+    }
+}
