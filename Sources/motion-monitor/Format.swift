@@ -32,18 +32,10 @@ enum Format {
         ]).text
     }
 
-    /// The readable line `--once` prints, e.g.
+    /// The readable line `--once` and the plain continuous view print, e.g.
     /// `accelerometer  iio:device0 (bmi160)  x +0.0000  y +0.0000  z -1.0003 g  at 1234.567890 s`.
     static func line(_ r: Reading, units: MotionUnits) -> String {
         "\(r.kind.rawValue.padding(to: 13))  \(r.deviceDescription)  \(axes(r)) \(unit(r.kind, units))  at \(fixed(r.timestamp, 6)) s"
-    }
-
-    /// One line of the continuous view: the time, then each sensor's axes, e.g.
-    /// `1234.567 s  accelerometer x +0.0000 y +0.0000 z -1.0003 g  gyroscope x … rad/s`.
-    static func watchLine(_ readings: [Reading], units: MotionUnits) -> String {
-        let time = readings.map(\.timestamp).min() ?? 0
-        let parts = readings.map { "\($0.kind.rawValue) \(axes($0)) \(unit($0.kind, units))" }
-        return "\(fixed(time, 3)) s  " + parts.joined(separator: "  ")
     }
 
     /// The unit symbol of a sensor's readings.

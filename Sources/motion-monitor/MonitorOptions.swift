@@ -11,6 +11,10 @@ import IIOMotion
 /// let options = try MonitorOptions(arguments: ["--once", "--json", "--device", "accel-base"])
 /// options.mode      // .once
 /// options.selector  // DeviceSelector.matching("accel-base")
+///
+/// let stream = try MonitorOptions(arguments: ["--json", "--interval", "0", "--count", "100"])
+/// stream.interval   // 0: every sample the sensor makes, in batches
+/// stream.count      // 100 samples of each sensor, then exit
 /// ```
 struct MonitorOptions: Equatable, Sendable {
     /// What the program does.
@@ -55,6 +59,25 @@ struct MonitorOptions: Equatable, Sendable {
     var device: String?
     /// `--sensor`.
     var sensor: SensorChoice = .all
+    /// `--interval`: the update interval of the continuous view, in seconds; a cap, as in Core
+    /// Motion (at most one reading per interval per sensor, the newest). `0` prints every sample
+    /// the sensor makes, none coalesced.
+    var interval = 0.1
+    /// `--rate`: the sampling frequency to ask the device for, in Hz; nil lets the library pick the
+    /// lowest one that serves ``interval``.
+    var rate: Double?
+    /// `--count`: stop after this many readings of each sensor; nil for no limit.
+    var count: Int?
+    /// `--duration`: stop after this many seconds of streaming; nil for no limit.
+    var duration: Double?
+    /// `--mode`: buffered capture, polled reads, or buffered with a polled fallback.
+    var captureMode: SensorMode.Preference = .auto
+    /// `--verbose`: say on stderr how each sensor is read and, at the end, what it delivered.
+    var verbose = false
+
+    /// The longest `--interval` accepted, in seconds: an update interval sizes the kernel buffer
+    /// (one wake-up per interval), so an hour at a high rate is already millions of scans.
+    static let maximumInterval = 3600.0
 
     /// The sensors to read, in output order.
     var kinds: [SensorKind] { sensor.kinds }
@@ -83,6 +106,7 @@ struct MonitorOptions: Equatable, Sendable {
             return
         }
         var explicitMode: (mode: Mode, flag: String)?
+        var streamingFlag: String?  // the first option that only the continuous view uses
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
@@ -128,8 +152,47 @@ struct MonitorOptions: Equatable, Sendable {
                     throw UsageError("invalid value '\(value ?? "")' for '--sensor' (expected one of: \(values))")
                 }
                 sensor = choice
+            case .interval:
+                guard let seconds = value.flatMap(Self.decimal), seconds <= Self.maximumInterval else {
+                    throw UsageError("invalid value '\(value ?? "")' for '--interval' (expected seconds from 0 to \(Int(Self.maximumInterval)), e.g. 0.1; 0 for every sample)")
+                }
+                interval = seconds
+            case .rate:
+                guard let hz = value.flatMap(Self.decimal), hz > 0 else {
+                    throw UsageError("invalid value '\(value ?? "")' for '--rate' (expected a frequency in Hz above 0, e.g. 100)")
+                }
+                rate = hz
+            case .count:
+                guard let value, value.allSatisfy(\.isASCII), let n = Int(value), n >= 1 else {
+                    throw UsageError("invalid value '\(value ?? "")' for '--count' (expected a whole number of at least 1)")
+                }
+                count = n
+            case .duration:
+                guard let seconds = value.flatMap(Self.decimal), seconds > 0 else {
+                    throw UsageError("invalid value '\(value ?? "")' for '--duration' (expected seconds above 0, e.g. 10 or 0.5)")
+                }
+                duration = seconds
+            case .captureMode:
+                guard let value, let preference = SensorMode.Preference(rawValue: value) else {
+                    throw UsageError("invalid value '\(value ?? "")' for '--mode' (expected one of: auto, buffered, polled)")
+                }
+                captureMode = preference
+            case .verbose: verbose = true
             }
+            if spec.continuousOnly, streamingFlag == nil { streamingFlag = name }
         }
+        if let streamingFlag, let explicitMode, explicitMode.mode != .watch {
+            throw UsageError("'\(streamingFlag)' applies to the continuous view and cannot be used with '\(explicitMode.flag)'")
+        }
+    }
+
+    /// A plain decimal number such as `0.05`, `10` or `1e-3`: no sign, no hexadecimal, no `inf` or
+    /// `nan` (which `Double.init` would accept).
+    static func decimal(_ text: String) -> Double? {
+        guard let first = text.first, first.isASCII, first.isNumber || first == ".",
+              text.allSatisfy({ "0123456789.eE+-".contains($0) }),
+              let d = Double(text), d.isFinite else { return nil }
+        return d
     }
 
     /// The defaults: the continuous view of all sensors on `local:`.
@@ -148,6 +211,7 @@ extension MonitorOptions {
     /// What an option does when it is seen.
     enum Effect: Equatable, Sendable {
         case mode(Mode), json, si, uri, device, sensor
+        case interval, rate, count, duration, captureMode, verbose
     }
 
     /// One option: its spellings, its value's name if it takes one, and its help.
@@ -156,6 +220,14 @@ extension MonitorOptions {
         var valueName: String?
         var help: String
         var effect: Effect
+
+        /// Whether the option only makes sense for the continuous view (not with `--once` or `--list`).
+        var continuousOnly: Bool {
+            switch effect {
+            case .interval, .rate, .count, .duration, .captureMode: true
+            default: false
+            }
+        }
     }
 
     /// The program's name in help and messages.
@@ -183,6 +255,19 @@ extension MonitorOptions {
         Spec(names: ["--sensor"], valueName: "sensor",
              help: "Which sensors to read: \(SensorChoice.allCases.map(\.rawValue).joined(separator: ", ")) (default: all).",
              effect: .sensor),
+        Spec(names: ["--interval"], valueName: "seconds",
+             help: "The update interval: at most one reading per interval per sensor, the newest. 0 prints every sample the sensor makes, none skipped (default: 0.1).",
+             effect: .interval),
+        Spec(names: ["--rate"], valueName: "hz",
+             help: "Ask the device for this sampling frequency; it may round to one it supports (default: the lowest that serves the interval, at least 10 Hz).",
+             effect: .rate),
+        Spec(names: ["--count"], valueName: "n", help: "Stop after n readings of each sensor (default: no limit).", effect: .count),
+        Spec(names: ["--duration"], valueName: "seconds", help: "Stop after this many seconds (default: no limit).", effect: .duration),
+        Spec(names: ["--mode"], valueName: "mode",
+             help: "How sensors are read: buffered (the kernel's buffer, every sample), polled (the raw files, on a timer), or auto: buffered where possible, else polled, with a note on stderr saying why (default: auto).",
+             effect: .captureMode),
+        Spec(names: ["-v", "--verbose"], help: "Say on stderr how each sensor is read (mode, sampling frequency) and, at the end, how many samples it delivered.",
+             effect: .verbose),
         Spec(names: ["-h", "--help"], help: "Show help information.", effect: .mode(.help)),
         Spec(names: ["--version"], help: "Show the version.", effect: .mode(.version)),
     ]
@@ -197,9 +282,11 @@ extension MonitorOptions {
             "sensor's mount matrix. Data goes to stdout; messages go to stderr.",
             "",
             "USAGE: \(commandName) [--list | --once] [--json] [--si] [--uri <uri>] [--device <device>] [--sensor <sensor>]",
+            "                      [--interval <seconds>] [--rate <hz>] [--count <n>] [--duration <seconds>] [--mode <mode>]",
             "",
-            "  Without --list or --once, prints readings about ten times a second until interrupted",
-            "  (Ctrl-C or SIGTERM ends it with status 0).",
+            "  Without --list or --once, streams readings (by default the newest, ten times a second) until",
+            "  --count or --duration is reached or it is interrupted (Ctrl-C or SIGTERM end it with status 0).",
+            "  With --json, one object per reading per line.",
             "",
             "OPTIONS:",
         ]
@@ -221,16 +308,18 @@ extension MonitorOptions {
         lines += [
             "",
             "EXIT STATUS:",
-            "  0   success (also after Ctrl-C in the continuous view)",
+            "  0   success (also after Ctrl-C, --count or --duration in the continuous view)",
             "  64  usage error",
             "  69  none of the requested sensors exists (each missing one is named on stderr)",
-            "  74  a sensor exists but could not be read (I/O error or unreadable contents)",
+            "  74  a sensor exists but could not be read (I/O error or unreadable contents); in the continuous",
+            "      view the failed sensor stops, the others go on, and the status is given at the end",
             "  77  permission denied (see udev/ and scripts/install-udev)",
             "",
             "EXAMPLES:",
             "  \(commandName) --list",
             "  \(commandName) --once --json",
             "  \(commandName) --uri ip:raspberrypi.local --sensor gyroscope",
+            "  \(commandName) --json --interval 0 --rate 400 --duration 10 > motion.jsonl",
         ]
         return lines.joined(separator: "\n")
     }

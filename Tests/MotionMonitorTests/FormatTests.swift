@@ -122,8 +122,6 @@ struct FormatTests {
             == "accelerometer  iio:device0 (bmi160)  x +0.0000  y +0.0000  z -1.0000 g  at 812.250000 s")
         #expect(Format.line(reading(0, 0, 1.23456), units: .si).hasSuffix("z +1.2346 m/s²  at 812.250000 s"))
         #expect(Format.line(reading(1, 0, 0, kind: .gyroscope), units: .si).contains("x +1.0000  y +0.0000  z +0.0000 rad/s"))
-        #expect(Format.watchLine([reading(0, 0, -1, t: 3.5), reading(0, 0, 0.5, kind: .gyroscope, t: 3.50004)], units: .coreMotion)
-            == "3.500 s  accelerometer x +0.0000  y +0.0000  z -1.0000 g  gyroscope x +0.0000  y +0.0000  z +0.5000 rad/s")
     }
 
     @Test("Human numbers")
