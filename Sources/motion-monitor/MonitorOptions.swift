@@ -163,7 +163,7 @@ struct MonitorOptions: Equatable, Sendable {
                 }
                 rate = hz
             case .count:
-                guard let value, value.allSatisfy(\.isASCII), let n = Int(value), n >= 1 else {
+                guard let value, value.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int(value), n >= 1 else {
                     throw UsageError("invalid value '\(value ?? "")' for '--count' (expected a whole number of at least 1)")
                 }
                 count = n
@@ -256,7 +256,7 @@ extension MonitorOptions {
              help: "Which sensors to read: \(SensorChoice.allCases.map(\.rawValue).joined(separator: ", ")) (default: all).",
              effect: .sensor),
         Spec(names: ["--interval"], valueName: "seconds",
-             help: "The update interval: at most one reading per interval per sensor, the newest. 0 prints every sample the sensor makes, none skipped (default: 0.1).",
+             help: "The update interval: at most one reading per interval per sensor, the newest; 0 prints every sample, none skipped (default: 0.1).",
              effect: .interval),
         Spec(names: ["--rate"], valueName: "hz",
              help: "Ask the device for this sampling frequency; it may round to one it supports (default: the lowest that serves the interval, at least 10 Hz).",
@@ -312,7 +312,7 @@ extension MonitorOptions {
             "  64  usage error",
             "  69  none of the requested sensors exists (each missing one is named on stderr)",
             "  74  a sensor exists but could not be read (I/O error or unreadable contents); in the continuous",
-            "      view the failed sensor stops, the others go on, and the status is given at the end",
+            "      view the failed sensor stops, the others go on, and the run ends with this status",
             "  77  permission denied (see udev/ and scripts/install-udev)",
             "",
             "EXAMPLES:",
