@@ -32,15 +32,17 @@ let package = Package(
         ),
         // The only code that calls libiio.
         .target(name: "CIIOShim", dependencies: ["CLibIIO"], cSettings: cSettings),
-        .target(name: "IIOMotion", dependencies: ["CIIOShim"], swiftSettings: swiftSettings),
-        .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion"], swiftSettings: swiftSettings),
+        // A lock ThreadSanitizer understands (see Locked.swift for why not Synchronization.Mutex).
+        .target(name: "Locking", swiftSettings: swiftSettings),
+        .target(name: "IIOMotion", dependencies: ["CIIOShim", "Locking"], swiftSettings: swiftSettings),
+        .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "Locking"], swiftSettings: swiftSettings),
         // Library scenarios the integration tests run inside iio-sim (a test process cannot enter
         // the simulator's namespaces itself); not a product.
-        .executableTarget(name: "motion-scenarios", dependencies: ["IIOMotion"], swiftSettings: swiftSettings),
+        .executableTarget(name: "motion-scenarios", dependencies: ["IIOMotion", "Locking"], swiftSettings: swiftSettings),
 
         // The simulator: a library (fixtures, scan encoding, motion, the sysfs engine) and a thin executable.
         .target(name: "CSimSupport", cSettings: cSettings),
-        .target(name: "IIOSimKit", dependencies: ["CSimSupport"], swiftSettings: swiftSettings),
+        .target(name: "IIOSimKit", dependencies: ["CSimSupport", "Locking"], swiftSettings: swiftSettings),
         .executableTarget(name: "iio-sim", dependencies: ["IIOSimKit", "CSimSupport"], swiftSettings: swiftSettings),
 
         .testTarget(name: "IIOMotionTests", dependencies: ["IIOMotion"], swiftSettings: swiftSettings),

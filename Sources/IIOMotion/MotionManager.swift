@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// The entry point: finds the IIO accelerometer, gyroscope and magnetometer on a machine and
 /// reads them, in Core Motion's units and conventions by default.
@@ -35,7 +35,7 @@ public final class MotionManager: Sendable {
 
     let selectors: [SensorKind: DeviceSelector]
     private let overrides: [SensorKind: MountMatrix]
-    let state: Mutex<State>
+    let state: Locked<State>
     /// Streaming: captures, subscribers and the latest samples (see Streaming.swift).
     let hub = StreamHub()
 
@@ -74,7 +74,7 @@ public final class MotionManager: Sendable {
         ]
         self.selectors = selectors
         self.overrides = mountMatrixOverrides
-        self.state = Mutex(Self.discover(uri: uri, selectors: selectors, overrides: mountMatrixOverrides))
+        self.state = Locked(Self.discover(uri: uri, selectors: selectors, overrides: mountMatrixOverrides))
     }
 
     private static func discover(

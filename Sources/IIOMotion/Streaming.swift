@@ -69,8 +69,10 @@ extension MotionManager {
 
     /// The interval, in seconds, at which push-mode handlers get accelerometer samples: a cap,
     /// as in Core Motion (a handler gets at most one sample per interval, the newest). `0` delivers
-    /// every sample the sensor makes. Values shorter than the fastest rate the device offers are
-    /// raised to it. Takes effect at the next start (and restarts running updates).
+    /// every sample the sensor makes (in batches of about 50 ms, which leaves the kernel buffer room
+    /// for 200 ms of delay; for the lowest latency set one sample period instead). Values shorter
+    /// than the fastest rate the device offers are raised to it, longer than an hour lowered to it.
+    /// Takes effect at once (running updates restart).
     public var accelerometerUpdateInterval: Double {
         get { hub.sensor(.accelerometer).interval }
         set { setInterval(newValue, for: .accelerometer) }
@@ -250,8 +252,8 @@ extension MotionManager {
 
     /// Stops every sensor's updates and joins their capture threads.
     public func stopAllUpdates() {
-        for kind in SensorKind.allCases { hub.remove(kind) }
-        hub.control.sync { hub.stopAll() }
+        let plans = activePlans()
+        hub.control.sync { hub.stop(SensorKind.allCases, plans: plans, uri: uri) }
     }
 
     // MARK: Internals
@@ -262,7 +264,8 @@ extension MotionManager {
     }
 
     private func setInterval(_ value: Double, for kind: SensorKind) {
-        var v = value.isFinite ? max(value, 0) : 0.1
+        // Between every sample (0) and an hour.
+        var v = value.isFinite ? min(max(value, 0), 3600) : 0.1
         if v > 0, let fastest = sensor(kind)?.availableSamplingFrequencies?.maximum, fastest > 0 {
             v = max(v, 1 / fastest)
         }
@@ -367,10 +370,7 @@ extension MotionManager {
     }
 
     private func stop(_ kind: SensorKind) {
-        hub.remove(kind)
-        hub.latest.withLock { $0.samples[kind.slot] = nil }
         let plans = activePlans()
-        hub.control.sync { _ = hub.reconcile(plans: plans, uri: uri) }
-        hub.state.withLock { $0.sensors[kind]?.error = nil }
+        hub.control.sync { hub.stop([kind], plans: plans, uri: uri) }
     }
 }

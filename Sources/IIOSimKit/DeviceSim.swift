@@ -3,7 +3,7 @@
 #endif
 import CSimSupport
 import Foundation
-import Synchronization
+import Locking
 
 /// One simulated channel: its fixture entry, parsed scan type and physical quantity.
 struct ChannelSim: Sendable {
@@ -43,7 +43,7 @@ final class DeviceSim: Sendable {
     let channels: [ChannelSim]
     let options: SimulationOptions
     let isNoIRQ: Bool
-    let state: Mutex<State>
+    let state: Locked<State>
 
     struct State: Sendable {
         var calibration: Calibration
@@ -70,7 +70,7 @@ final class DeviceSim: Sendable {
         }
         isNoIRQ = options.noIRQ.contains { $0 == "iio:device\(number)" || $0 == spec.name || $0 == spec.label }
         let cal = Calibration(scale: channels.map { _ in 1 }, offset: channels.map { _ in 0 }, mount: [:])
-        state = Mutex(State(calibration: cal, noise: NoiseSource(seed: options.seed &+ UInt64(number) &* 7919)))
+        state = Locked(State(calibration: cal, noise: NoiseSource(seed: options.seed &+ UInt64(number) &* 7919)))
     }
 
     // MARK: Building the tree

@@ -137,8 +137,10 @@ final class StreamSession: Sendable {
         } else {
             while !sleepOrStop(nanoseconds: 1_000_000_000) {}
         }
-        let queued = simsupport_pipe_queued(wfd)
-        if queued > 0 { counts.unread = Int64(Int(queued) / scanSize) }
+        // The kernel empties the kfifo when the buffer is enabled again; a FIFO keeps what the
+        // reader left for as long as anyone holds it open. Throw it away now, so a reader that
+        // opens the node next never reads scans of this session (in another layout).
+        counts.unread = Int64(drain() / scanSize)
         device.record(written: counts.written, dropped: counts.dropped, unread: counts.unread)
         simulator.log("\(device.id): session \(number) ended: \(counts.written) scans written, \(counts.dropped) dropped, \(counts.unread) unread")
 
@@ -162,20 +164,29 @@ final class StreamSession: Sendable {
     }
 
     /// Throws away scans a previous session left in the pipe (possible only when the reader re-opened
-    /// the node before the previous session noticed it had closed), so a new layout never follows
-    /// bytes of an old one.
+    /// the node before the previous session drained it), so a new layout never follows bytes of an
+    /// old one.
     func drainStale(scanSize: Int) {
-        let rfd = open(device.devNode, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard rfd >= 0 else { return }
-        defer { close(rfd) }
-        let stale = Int(simsupport_pipe_queued(rfd))
-        guard stale > 0 else { return }
-        var sink = [UInt8](repeating: 0, count: stale)
-        let n = sink.withUnsafeMutableBytes { read(rfd, $0.baseAddress, stale) }
+        let n = drain()
         if n > 0 {
             device.record(unread: Int64(n / scanSize))
             simulator.log("\(device.id): discarded \(n / scanSize) scans left from a previous session")
         }
+    }
+
+    /// Reads and discards whatever is queued in the device node; returns the byte count.
+    func drain() -> Int {
+        let rfd = open(device.devNode, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard rfd >= 0 else { return 0 }
+        defer { close(rfd) }
+        var total = 0
+        var sink = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = sink.withUnsafeMutableBytes { read(rfd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            total += n
+        }
+        return total
     }
 
     /// Sleeps up to `nanoseconds`; true when the session must stop.

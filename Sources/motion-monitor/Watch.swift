@@ -1,6 +1,7 @@
 import Dispatch
 @preconcurrency import Glibc // stdout and stderr are C globals
 import IIOMotion
+import Locking
 import Synchronization
 
 /// The continuous mode: streams each requested sensor through the library's streaming API and
@@ -147,7 +148,7 @@ final class StreamPrinter: Sendable {
     private let bufferedOnly: Bool
     private let mainThread: pthread_t
     private let finished = Atomic<Bool>(false)
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private struct State: Sendable {
         /// Readings printed per sensor.
@@ -172,7 +173,7 @@ final class StreamPrinter: Sendable {
         var labels: [SensorKind: (id: String, description: String)] = [:]
         for s in sensors { labels[s.kind] = (s.deviceID, s.deviceDescription) }
         self.labels = labels
-        state = Mutex(State())
+        state = Locked(State())
     }
 
     /// True once every sensor has reached its count or failed.

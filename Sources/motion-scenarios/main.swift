@@ -10,6 +10,7 @@ import Dispatch
 import Foundation
 @preconcurrency import Glibc
 import IIOMotion
+import Locking
 import Synchronization
 
 func now() -> Double {
@@ -45,8 +46,8 @@ case "every-sample":
     let seconds = number(1, 2)
     if args.count > 2 { manager.requestSamplingFrequency(number(2, 100), for: .accelerometer) }
     manager.accelerometerUpdateInterval = 0
-    let samples = Mutex<[Double]>([])
-    let failure = Mutex<MotionError?>(nil)
+    let samples = Locked<[Double]>([])
+    let failure = Locked<MotionError?>(nil)
     manager.startAccelerometerBatches { batch, error in
         if let batch { samples.withLock { $0 += batch.map(\.timestamp) } }
         if let error { failure.withLock { $0 = error } }
@@ -64,7 +65,7 @@ case "capped":
     let seconds = number(1, 2), interval = number(2, 0.05)
     manager.requestSamplingFrequency(number(3, 800), for: .accelerometer)
     manager.accelerometerUpdateInterval = interval
-    let deliveries = Mutex<[(Double, Double)]>([])
+    let deliveries = Locked<[(Double, Double)]>([])
     manager.startAccelerometerUpdates { data, _ in
         if let data { deliveries.withLock { $0.append((now(), data.timestamp)) } }
     }
@@ -80,7 +81,7 @@ case "pull":
     let seconds = number(1, 2)
     manager.accelerometerUpdateInterval = 0
     do { try manager.startAccelerometerUpdates() } catch { fail("\(error)") }
-    let result = Mutex<(reads: Int, distinct: Int, badMagnitude: Int, backwards: Int)>((0, 0, 0, 0))
+    let result = Locked<(reads: Int, distinct: Int, badMagnitude: Int, backwards: Int)>((0, 0, 0, 0))
     let done = DispatchSemaphore(value: 0)
     let reader = Thread {
         var reads = 0, distinct = 0, bad = 0, backwards = 0
@@ -126,7 +127,7 @@ case "start-stop":
 case "failure":
     let seconds = number(1, 5)
     let t0 = now()
-    let got = Mutex<(Double, String)?>(nil)
+    let got = Locked<(Double, String)?>(nil)
     let sem = DispatchSemaphore(value: 0)
     manager.accelerometerUpdateInterval = 0.05
     manager.startAccelerometerUpdates { _, e in

@@ -1,6 +1,6 @@
 internal import Dispatch
 internal import Glibc
-import Synchronization
+import Locking
 
 /// One decoded sample: the kernel's SI units (m/s², rad/s, gauss) already rotated into the device's
 /// axes by the mount matrix, and a timestamp in seconds on `CLOCK_MONOTONIC`.
@@ -78,10 +78,10 @@ final class DeviceCapture: Sendable {
     let settings: CaptureSettings
     private let deliver: @Sendable (UnsafeBufferPointer<CapturedSample>) -> Void
     private let fail: @Sendable (MotionError) -> Void
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let wake = DispatchSemaphore(value: 0)
     private let started = DispatchSemaphore(value: 0)
-    private let thread = Mutex<JoinableThread?>(nil)
+    private let thread = Locked<JoinableThread?>(nil)
 
     private struct State: Sendable {
         var stopping = false
@@ -202,7 +202,7 @@ final class DeviceCapture: Sendable {
 
     private func prepareBuffer(context: IIOContext, device: Int, layout: DeviceLayout) -> Result<Prepared, SetupFailure> {
         guard layout.canBuffer else {
-            let reason = "\(deviceText) has no scan elements for its \(settings.plans.map(\.info.kind.description).joined(separator: " and "))"
+            let reason = "\(deviceText) has no scan elements for its \(settings.plans.map(\.info.kind.description).joined(separator: " and ")), so it can only be polled (use the polled mode)"
             return .failure(.cannotBuffer(reason: reason, error: MotionError(code: .notAvailable, device: deviceText, detail: reason)))
         }
         if let problem = ensureTrigger(context: context, device: device, name: layout.deviceName) {
@@ -253,12 +253,12 @@ final class DeviceCapture: Sendable {
     /// on mainline kernels) and sets the watermark to it, and neither can change while the buffer
     /// runs. With interval 0 ("every sample") one scan per refill would leave a cushion of four
     /// samples, a few milliseconds at 1 kHz, and the kernel drops the newest scans when it
-    /// overflows; so interval 0 takes 20 ms of samples per refill (an 80 ms cushion). For the
+    /// overflows; so interval 0 takes 50 ms of samples per refill (a 200 ms cushion). For the
     /// lowest latency ask for an interval of one sample period instead.
     static func samplesPerRefill(rate: Double?, interval: Double) -> Int {
         guard let rate, rate > 0 else { return 1 }
-        let span = interval > 0 ? interval : 0.02
-        return min(max(1, Int((rate * span).rounded(.down))), 65536)
+        let span = interval > 0 ? interval : 0.05
+        return Int(min(max(1, (rate * span).rounded(.down)), 65536))
     }
 
     /// A triggered device needs a current trigger: keep the one set, else set the device's own

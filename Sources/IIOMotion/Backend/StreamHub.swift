@@ -1,6 +1,6 @@
 internal import Dispatch
 internal import Glibc
-import Synchronization
+import Locking
 
 /// The streaming side of a ``MotionManager``: which sensors are wanted, by whom, the device
 /// captures serving them, and the newest sample of each sensor.
@@ -13,9 +13,9 @@ final class StreamHub: Sendable {
     let control = DispatchQueue(label: "IIOMotion.control")
     /// Where handlers run when the caller names no queue.
     let handlerQueue = DispatchQueue(label: "IIOMotion.handlers")
-    let state = Mutex(HubState())
+    let state = Locked(HubState())
     /// The newest sample of each kind: what `accelerometerData` and friends read.
-    let latest = Mutex(Latest())
+    let latest = Locked(Latest())
 
     struct Latest: Sendable {
         var samples: [CapturedSample?] = [nil, nil, nil]
@@ -32,12 +32,15 @@ final class StreamHub: Sendable {
             case pull
         }
         var delivery: Delivery
-        var lastDelivery: Double = -.infinity
+        /// Sample time from which the next coalesced delivery is due.
+        var nextDue: Double = -.infinity
     }
 
     /// Per sensor kind.
     struct Sensor: Sendable {
         var consumers: [Int: Consumer] = [:]
+        /// Being stopped: its capture is wound down while its consumers still get what was read.
+        var stopping = false
         var interval: Double = 0.1
         var requestedRate: Double?
         var statistics = UpdateStatistics()
@@ -83,6 +86,7 @@ final class StreamHub: Sendable {
             s.nextConsumer += 1
             s.sensors[kind, default: Sensor()].consumers[id] = Consumer(delivery: delivery)
             s.sensors[kind]!.error = nil
+            s.sensors[kind]!.stopping = false
             return id
         }
     }
@@ -103,7 +107,27 @@ final class StreamHub: Sendable {
     }
 
     func isActive(_ kind: SensorKind) -> Bool {
-        state.withLock { !($0.sensors[kind]?.consumers.isEmpty ?? true) && $0.sensors[kind]?.error == nil }
+        state.withLock { s in
+            guard let sensor = s.sensors[kind] else { return false }
+            return !sensor.consumers.isEmpty && sensor.error == nil && !sensor.stopping
+        }
+    }
+
+    /// Stops `kinds` without losing a sample: their captures end (and are joined) while the
+    /// consumers are still registered, so every batch read reaches them; then the consumers go.
+    /// Runs on ``control``.
+    func stop(_ kinds: [SensorKind], plans: [SensorKind: SensorPlan], uri: String) {
+        dispatchPrecondition(condition: .onQueue(control))
+        state.withLock { s in for k in kinds where s.sensors[k] != nil { s.sensors[k]!.stopping = true } }
+        reconcile(plans: plans, uri: uri)
+        state.withLock { s in
+            for k in kinds where s.sensors[k] != nil {
+                s.sensors[k]!.consumers = [:]
+                s.sensors[k]!.stopping = false
+                s.sensors[k]!.error = nil
+            }
+        }
+        latest.withLock { l in for k in kinds { l.samples[k.slot] = nil } }
     }
 
     // MARK: Reconfiguration
@@ -118,7 +142,7 @@ final class StreamHub: Sendable {
         let (wanted, running) = state.withLock { s -> ([String: (CaptureKey, [SensorPlan])], [String: RunningCapture]) in
             var byDevice: [String: (CaptureKey, [SensorPlan])] = [:]
             for kind in SensorKind.allCases {
-                guard let sensor = s.sensors[kind], !sensor.consumers.isEmpty, sensor.error == nil,
+                guard let sensor = s.sensors[kind], !sensor.consumers.isEmpty, sensor.error == nil, !sensor.stopping,
                       let plan = plans[kind] else { continue }
                 let id = plan.info.deviceID
                 var entry = byDevice[id] ?? (CaptureKey(kinds: [], interval: .infinity, rate: nil, timeout: s.timeout, preference: s.preference), [])
@@ -166,17 +190,6 @@ final class StreamHub: Sendable {
         return failures
     }
 
-    /// Stops every capture (on ``control``).
-    func stopAll() {
-        dispatchPrecondition(condition: .onQueue(control))
-        let running = state.withLock { s -> [RunningCapture] in
-            let r = Array(s.captures.values)
-            s.captures = [:]
-            return r
-        }
-        for r in running { r.capture.stop() }
-    }
-
     // MARK: Delivery (capture threads)
 
     /// Hands a batch to everyone who wants it. Called on a capture thread; allocates per batch
@@ -192,7 +205,6 @@ final class StreamHub: Sendable {
         latest.withLock { l in
             for i in 0..<3 where newest[i] != nil { l.samples[i] = newest[i] }
         }
-        let now = monotonicSeconds()
         var jobs: [(DispatchQueue, @Sendable () -> Void)] = []
         state.withLock { s in
             for kind in SensorKind.allCases {
@@ -202,9 +214,12 @@ final class StreamHub: Sendable {
                 for (id, var c) in sensor.consumers {
                     switch c.delivery {
                     case let .coalesced(handler, queue):
-                        // "At most once per interval" with a little slack for wake-up jitter.
-                        if now - c.lastDelivery >= sensor.interval * 0.9 {
-                            c.lastDelivery = now
+                        // One delivery per interval of *sample* time, on a schedule: a wake-up
+                        // period that does not divide the interval (80 ms refills for a 100 ms
+                        // interval) still gives one delivery per interval on average, and a stall
+                        // does not cause a burst afterwards.
+                        if n.timestamp >= c.nextDue - 1e-6 {
+                            c.nextDue = n.timestamp - c.nextDue > sensor.interval ? n.timestamp + sensor.interval : c.nextDue + sensor.interval
                             sensor.statistics.delivered += 1
                             sensor.statistics.coalesced += count - 1
                             jobs.append((queue, { handler(n, nil) }))
