@@ -139,6 +139,36 @@ case "failure":
     let g = got.withLock { $0 }
     emit([("error", r == .success ? "true" : "false"), ("after", "\(g?.0 ?? -1)"), ("stopSeconds", "\(now() - stop0)"),
           ("message", g.map { "\"\($0.1.replacingOccurrences(of: "\"", with: "'"))\"" } ?? "null")])
+case "async":
+    // for try await over both async forms until COUNT updates and COUNT batched samples arrived.
+    let count = Int(number(1, 20))
+    manager.accelerometerUpdateInterval = 0.02
+    let done = DispatchSemaphore(value: 0)
+    let result = Locked<(updates: [Double], samples: [Double])>(([], []))
+    Task.detached {
+        do {
+            for try await d in manager.accelerometerUpdates() {
+                let n = result.withLock { $0.updates.append(d.timestamp); return $0.updates.count }
+                if n >= count { break }
+            }
+        } catch { warn("updates: \(error)") }
+        done.signal()
+    }
+    Task.detached {
+        do {
+            for try await batch in manager.gyroBatches() {
+                let n = result.withLock { $0.samples += batch.map(\.timestamp); return $0.samples.count }
+                if n >= count { break }
+            }
+        } catch { warn("batches: \(error)") }
+        done.signal()
+    }
+    let ok = done.wait(timeout: .now() + 10) == .success && done.wait(timeout: .now() + 10) == .success
+    usleep(200_000)  // the streams' termination stops their consumers
+    let r = result.withLock { $0 }
+    emit([("finished", "\(ok)"), ("updates", "\(r.updates.count)"), ("samples", "\(r.samples.count)"),
+          ("ordered", "\(zip(r.samples, r.samples.dropFirst()).allSatisfy { $0 < $1 })"),
+          ("stillActive", "\(manager.isAccelerometerActive || manager.isGyroActive)")])
 default:
     fail("unknown scenario \(scenario)")
 }

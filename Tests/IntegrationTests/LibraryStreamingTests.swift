@@ -129,4 +129,40 @@ struct LibraryStreamingTests {
         #expect(number(n, "samples") > 100 && Int(number(n, "samples")) <= streamed.count, "\(n) vs \(streamed)")
         #expect(abs(number(n, "first") - streamed.first) < 1e-6)
     }
+
+    @Test("the async forms deliver, and ending the iteration stops the sensor")
+    func asyncForms() throws {
+        let (f, r) = try scenario("bmi160", ["async", "20"])
+        try #require(r.status == 0, "\(r)")
+        #expect(f["finished"] as? Bool == true, "\(r)")
+        #expect(number(f, "updates") >= 20 && number(f, "samples") >= 20)
+        #expect(f["ordered"] as? Bool == true)
+        #expect(f["stillActive"] as? Bool == false, "\(r)")
+    }
+
+    @Test("a triggered device with no trigger set gets its own (bmi160-dev0)")
+    func ownTriggerIsSet() throws {
+        let (f, r) = try scenario("bmi160", ["every-sample", "1"], sim: ["--set", "iio:device0/trigger/current_trigger="])
+        try #require(r.status == 0, "\(r)")
+        #expect(f["mode"] as? String == "buffered", "\(r)")
+        #expect(number(f, "samples") > 50)
+    }
+
+    @Test("a triggered device with no trigger at all is polled, and the notice says which trigger to create")
+    func noTriggerFallsBack() throws {
+        // A BMI270 as its driver registers it: triggered, no trigger of its own.
+        var fixture = try SimHarness.fixture("bmi160")
+        fixture.devices[0].name = "bmi270"
+        fixture.devices[0].currentTrigger = ""
+        fixture.triggers = []
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/bmi270.json"
+        try JSONEncoder().encode(fixture).write(to: URL(fileURLWithPath: path))
+        let (f, r) = try scenario(path, ["every-sample", "1"])
+        try #require(r.status == 0, "\(r)")
+        #expect(f["mode"] as? String == "polled", "\(r)")
+        #expect(r.stderr.contains("needs a trigger") && r.stderr.contains("hrtimer"), "\(r)")
+        #expect(r.stderr.components(separatedBy: "notice:").count == 2, "announced once: \(r)")
+    }
 }
