@@ -69,9 +69,10 @@ extension MotionManager {
 
     /// The interval, in seconds, at which push-mode handlers get accelerometer samples: a cap,
     /// as in Core Motion (a handler gets at most one sample per interval, the newest). `0` delivers
-    /// every sample the sensor makes (in batches of about 50 ms, which leaves the kernel buffer room
-    /// for 200 ms of delay; for the lowest latency set one sample period instead). Values shorter
-    /// than the fastest rate the device offers are raised to it, longer than an hour lowered to it.
+    /// every sample as soon as it is made: one at a time for push and pull (lowest latency), or
+    /// in batches of about 50 ms when a batched consumer wants every sample (the kernel buffer then
+    /// has room for 200 ms of delay). Values shorter than the fastest rate the device offers are
+    /// raised to it, longer than an hour lowered to it.
     /// Takes effect at once (running updates restart).
     public var accelerometerUpdateInterval: Double {
         get { hub.sensor(.accelerometer).interval }

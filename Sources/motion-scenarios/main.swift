@@ -169,6 +169,97 @@ case "async":
     emit([("finished", "\(ok)"), ("updates", "\(r.updates.count)"), ("samples", "\(r.samples.count)"),
           ("ordered", "\(zip(r.samples, r.samples.dropFirst()).allSatisfy { $0 < $1 })"),
           ("stillActive", "\(manager.isAccelerometerActive || manager.isGyroActive)")])
+case "bench-throughput":
+    // Every sample of accelerometer and gyroscope, decoded, converted (g, rad/s) and summed by a
+    // batched handler, until COUNT scans arrived; the simulator streams in --fast mode.
+    let count = Int(number(1, 1_000_000))
+    let unitsManager = MotionManager(units: .coreMotion)
+    unitsManager.accelerometerUpdateInterval = 2.5  // 4000 scans per refill at 1600 Hz
+    unitsManager.gyroUpdateInterval = 2.5
+    unitsManager.requestSamplingFrequency(1600, for: .accelerometer)
+    unitsManager.requestSamplingFrequency(1600, for: .gyroscope)
+    let sums = Locked<(n: Int, sum: Double)>((0, 0))
+    let done = DispatchSemaphore(value: 0)
+    let t0 = now()
+    unitsManager.startAccelerometerBatches { batch, _ in
+        guard let batch else { return }
+        var s = 0.0
+        for d in batch { s += d.acceleration.x + d.acceleration.y + d.acceleration.z }
+        let n = sums.withLock { $0.n += batch.count; $0.sum += s; return $0.n }
+        if n >= count { done.signal() }
+    }
+    unitsManager.startGyroBatches { batch, _ in
+        guard let batch else { return }
+        var s = 0.0
+        for d in batch { s += d.rotationRate.x + d.rotationRate.y + d.rotationRate.z }
+        sums.withLock { $0.sum += s }
+    }
+    _ = done.wait(timeout: .now() + 120)
+    let t1 = now()
+    unitsManager.stopAllUpdates()
+    let r = sums.withLock { $0 }
+    emit([("scans", "\(r.n)"), ("seconds", "\(t1 - t0)"), ("checksum", "\(r.sum.isFinite)")])
+case "bench-pull":
+    // ns per accelerometerData read (each timed), while the sensor streams at RATE; and how many
+    // mallocs the reads made (with the counting preload of scripts/bench, else -1).
+    let reads = Int(number(1, 1_000_000))
+    manager.requestSamplingFrequency(number(2, 1600), for: .accelerometer)
+    manager.accelerometerUpdateInterval = 0
+    do { try manager.startAccelerometerUpdates() } catch { fail("\(error)") }
+    while manager.accelerometerData == nil { usleep(1000) }
+    typealias Counter = @convention(c) () -> Int
+    let counter = dlsym(nil, "bench_malloc_count").map { unsafeBitCast($0, to: Counter.self) }
+    var ts = timespec()
+    func ns() -> Int64 { clock_gettime(CLOCK_MONOTONIC, &ts); return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec) }
+    var overhead = [Int64](repeating: 0, count: 10_000)
+    for i in 0..<overhead.count { let a = ns(); let b = ns(); overhead[i] = b - a }
+    overhead.sort()
+    var samples = [Int64](repeating: 0, count: reads)
+    let m0 = counter?() ?? -1
+    var sink = 0.0
+    for i in 0..<reads {
+        let a = ns()
+        let d = manager.accelerometerData
+        let b = ns()
+        sink += d?.acceleration.z ?? 0
+        samples[i] = b - a
+    }
+    let m1 = counter?() ?? -1
+    manager.stopAllUpdates()
+    samples.sort()
+    let base = overhead[overhead.count / 2]
+    emit([("medianNs", "\(samples[reads / 2] - base)"), ("p99Ns", "\(samples[reads * 99 / 100] - base)"),
+          ("timerNs", "\(base)"), ("mallocs", "\(counter == nil ? -1 : m1 - m0)"), ("sink", "\(sink.isFinite)")])
+case "bench-latency":
+    // A 1 kHz game loop reading accelerometerData: the age of the newest sample at each read.
+    let seconds = number(1, 5)
+    manager.requestSamplingFrequency(number(2, 1000), for: .accelerometer)
+    manager.accelerometerUpdateInterval = number(3, 0)
+    do { try manager.startAccelerometerUpdates() } catch { fail("\(error)") }
+    while manager.accelerometerData == nil { usleep(1000) }
+    var ages: [Double] = []
+    let end = now() + seconds
+    while now() < end {
+        if let d = manager.accelerometerData { ages.append(now() - d.timestamp) }
+        usleep(1000)
+    }
+    let rate = manager.samplingFrequency(of: .accelerometer) ?? 0
+    manager.stopAllUpdates()
+    ages.sort()
+    emit([("reads", "\(ages.count)"), ("rate", "\(rate)"), ("p50", "\(ages[ages.count / 2])"), ("p99", "\(ages[ages.count * 99 / 100])")])
+case "bench-idle":
+    // Pull mode at 1.6 kHz with an interval of 0.05 s for SECONDS: only the capture thread works.
+    let seconds = number(1, 10)
+    for kind in [SensorKind.accelerometer, .gyroscope] { manager.requestSamplingFrequency(1600, for: kind) }
+    manager.accelerometerUpdateInterval = 0.05
+    manager.gyroUpdateInterval = 0.05
+    do {
+        try manager.startAccelerometerUpdates()
+        try manager.startGyroUpdates()
+    } catch { fail("\(error)") }
+    usleep(UInt32(seconds * 1e6))
+    manager.stopAllUpdates()
+    emit([("ok", "true")])
 default:
     fail("unknown scenario \(scenario)")
 }

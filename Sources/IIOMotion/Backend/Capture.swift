@@ -20,6 +20,8 @@ struct CaptureSettings: Sendable {
     var plans: [SensorPlan]
     /// The update interval in seconds (0: every sample as soon as it is made).
     var interval: Double
+    /// Whether some consumer wants every sample (batched delivery), rather than only the newest.
+    var everySample: Bool
     /// An explicit sampling frequency, which wins over the one the interval would pick.
     var requestedRate: Double?
     /// How long a refill may wait for data before the sensor is declared silent (nil: automatic).
@@ -211,7 +213,7 @@ final class DeviceCapture: Sendable {
         let rate = configureFrequencies(context: context, device: device, layout: layout)
         let clockOffset = configureClock(context: context, device: device)
 
-        let samples = Self.samplesPerRefill(rate: rate, interval: settings.interval)
+        let samples = Self.samplesPerRefill(rate: rate, interval: settings.interval, everySample: settings.everySample)
         let fillTime = rate.map { Double(samples) / $0 } ?? 1
         let timeout = settings.timeout ?? max(1.0, 2.5 * fillTime + 0.5)
         _ = context.setTimeout(milliseconds: UInt32(min(timeout * 1000, Double(UInt32.max)).rounded(.up)))
@@ -251,13 +253,12 @@ final class DeviceCapture: Sendable {
     ///
     /// libiio 0.24 sizes the kernel buffer at 4 × this (`buffer/length`, as mmap is not available
     /// on mainline kernels) and sets the watermark to it, and neither can change while the buffer
-    /// runs. With interval 0 ("every sample") one scan per refill would leave a cushion of four
-    /// samples, a few milliseconds at 1 kHz, and the kernel drops the newest scans when it
-    /// overflows; so interval 0 takes 50 ms of samples per refill (a 200 ms cushion). For the
-    /// lowest latency ask for an interval of one sample period instead.
-    static func samplesPerRefill(rate: Double?, interval: Double) -> Int {
+    /// runs; when it is full the kernel drops the newest scans. So when a consumer wants every
+    /// sample, refills hold at least 50 ms of samples (a 200 ms cushion); when consumers only want
+    /// the newest sample, interval 0 means one scan per refill, for the lowest latency.
+    static func samplesPerRefill(rate: Double?, interval: Double, everySample: Bool) -> Int {
         guard let rate, rate > 0 else { return 1 }
-        let span = interval > 0 ? interval : 0.05
+        let span = everySample ? max(interval, 0.05) : interval
         return Int(min(max(1, (rate * span).rounded(.down)), 65536))
     }
 

@@ -68,6 +68,7 @@ final class StreamHub: Sendable {
     struct CaptureKey: Equatable, Sendable {
         var kinds: [SensorKind]
         var interval: Double
+        var everySample = false
         var rate: Double?
         var timeout: Double?
         var preference: SensorMode.Preference
@@ -148,6 +149,9 @@ final class StreamHub: Sendable {
                 var entry = byDevice[id] ?? (CaptureKey(kinds: [], interval: .infinity, rate: nil, timeout: s.timeout, preference: s.preference), [])
                 entry.0.kinds.append(kind)
                 entry.0.interval = min(entry.0.interval, sensor.interval)
+                if sensor.consumers.values.contains(where: { if case .batched = $0.delivery { true } else { false } }) {
+                    entry.0.everySample = true
+                }
                 if let r = sensor.requestedRate { entry.0.rate = max(entry.0.rate ?? 0, r) }
                 entry.1.append(plan)
                 byDevice[id] = entry
@@ -165,7 +169,8 @@ final class StreamHub: Sendable {
         var failures: [SensorKind: MotionError] = [:]
         for (id, (key, devicePlans)) in wanted.sorted(by: { $0.key < $1.key }) {
             if state.withLock({ $0.captures[id] != nil }) { continue }
-            let settings = CaptureSettings(uri: uri, plans: devicePlans, interval: key.interval, requestedRate: key.rate,
+            let settings = CaptureSettings(uri: uri, plans: devicePlans, interval: key.interval, everySample: key.everySample,
+                                           requestedRate: key.rate,
                                            timeout: key.timeout, preference: key.preference)
             let capture = DeviceCapture(
                 settings: settings,
@@ -241,7 +246,7 @@ final class StreamHub: Sendable {
             }
         }
         _ = last
-        for (queue, job) in jobs { queue.async(execute: job) }
+        Self.dispatch(jobs)
     }
 
     /// A capture ended on an error: its sensors stop, their consumers hear why, the others go on.
@@ -275,7 +280,25 @@ final class StreamHub: Sendable {
             }
             return jobs
         }
-        for (q, job) in jobs { q.async(execute: job) }
+        Self.dispatch(jobs)
+    }
+}
+
+extension StreamHub {
+    /// Runs the jobs on their queues, one `async` per queue (in order), so that a batch feeding
+    /// two handlers on one queue wakes that queue's thread once, not twice.
+    static func dispatch(_ jobs: [(DispatchQueue, @Sendable () -> Void)]) {
+        guard let first = jobs.first else { return }
+        if jobs.count == 1 {
+            first.0.async(execute: first.1)
+            return
+        }
+        var queues: [DispatchQueue] = []
+        for (q, _) in jobs where !queues.contains(where: { $0 === q }) { queues.append(q) }
+        for q in queues {
+            let mine = jobs.filter { $0.0 === q }.map(\.1)
+            q.async { for job in mine { job() } }
+        }
     }
 }
 
