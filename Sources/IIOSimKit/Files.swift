@@ -12,10 +12,15 @@ enum Files {
         var description: String { "\(operation) \(path): \(String(cString: strerror(errno)))" }
     }
 
-    /// Writes `contents` to `path` (create/truncate) with `mode`.
+    /// Writes `contents` to `path` (create/truncate); a new file gets `mode`, an existing one keeps
+    /// its own mode (and owner and group), as a sysfs attribute does when the driver's value changes:
+    /// permissions given by a udev rule (group `iio`, 0664) survive the simulator's rewrites.
     /// An existing read-only file of ours is made writable for the write (root needs no such step,
     /// a normal user running the simulator's tree writer does).
     static func write(_ contents: String, to path: String, mode: mode_t = 0o644) throws {
+        var existing = stat()
+        let finalMode = lstat(path, &existing) == 0 && existing.st_mode & S_IFMT == S_IFREG
+            ? existing.st_mode & 0o7777 : mode
         var fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         if fd < 0 && errno == EACCES && chmod(path, 0o600) == 0 {
             fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
@@ -23,7 +28,7 @@ enum Files {
         guard fd >= 0 else { throw Failure(path: path, operation: "create", errno: errno) }
         defer { close(fd) }
         try writeAll(fd, Array(contents.utf8), path: path)
-        fchmod(fd, mode)
+        fchmod(fd, finalMode)
     }
 
     static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {

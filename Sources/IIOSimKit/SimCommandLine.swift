@@ -18,6 +18,9 @@ public struct SimCommandLine: Sendable {
     public var keepCaps = false
     /// `--user NAME|UID`: run COMMAND as this user (real root only).
     public var user: String?
+    /// `--apply-permissions SCRIPT`: run SCRIPT (as root, in the namespace) on each device's sysfs
+    /// folder and node before COMMAND starts, as udev runs `udev/iio-motion-permissions`.
+    public var permissionScript: String?
     /// COMMAND and its arguments (after `--`).
     public var command: [String] = []
 
@@ -36,6 +39,11 @@ public struct SimCommandLine: Sendable {
     Runs COMMAND in private user, mount and network namespaces in which /sys/bus/iio/devices holds the
     fixture's devices and /dev/iio:deviceN exists for each device with a buffer. The host is never
     touched; no root needed. Exits with COMMAND's status.
+
+    Files are laid out as the kernel and a stock udev leave them: owned by root, writable attributes
+    0644, read-only ones 0444, the device node 0600 (really root-owned when iio-sim runs as root; owned
+    by the namespace's root, i.e. you, otherwise). So a COMMAND run with --user as a normal user can
+    poll the raw files but not start a buffer, unless --apply-permissions grants it, as udev would.
 
     OPTIONS:
       --fixture NAME|PATH     a built-in fixture (see --list-fixtures) or a JSON file; repeatable
@@ -58,7 +66,12 @@ public struct SimCommandLine: Sendable {
       --iiod                  also run the real iiod, so COMMAND can use ip:127.0.0.1
       --iiod-port N           iiod's port (default 30431)
       --stream-log DIR        save every stream session's bytes and a JSON summary in DIR
-      --user NAME|UID         run COMMAND as this user (when iio-sim runs as root)
+      --user NAME|UID         run COMMAND as this user, with its groups (when iio-sim runs as root)
+      --apply-permissions SCRIPT
+                              before COMMAND starts, run SCRIPT as root once per device folder
+                              (/sys/bus/iio/devices/iio:deviceN) and once per node (/dev/iio:deviceN),
+                              as udev runs it: e.g. udev/iio-motion-permissions (when iio-sim runs
+                              as root)
       --keep-caps             let a uid-0 COMMAND bypass file modes (by default it cannot, as on sysfs)
       -v, --verbose           say what the simulator does, on stderr
       -h, --help              show this help
@@ -137,6 +150,7 @@ public struct SimCommandLine: Sendable {
                 iiodPort = p
             case "--stream-log": options.streamLog = try value(a)
             case "--user": user = try value(a)
+            case "--apply-permissions": permissionScript = try value(a)
             case "--keep-caps": keepCaps = true
             case "-v", "--verbose": options.verbose = true
             default:

@@ -119,6 +119,12 @@ public final class Simulator: Sendable {
         devices.map { ($0.id, $0.spec.name) } + zip(triggerIDs, fixture.triggers).map { ($0, $1.name) }
     }
 
+    /// Each device's sysfs folder and, for a device with a buffer, its node (`/dev/iio:deviceN`),
+    /// as the paths a udev rule would be given for it.
+    public var devicePaths: [(directory: String, node: String?)] {
+        devices.map { ($0.directory, $0.spec.buffer != nil ? $0.devNode : nil) }
+    }
+
     /// Writes the sysfs tree and the device nodes.
     /// - Throws: when a file cannot be created.
     public func build() throws {
@@ -137,7 +143,9 @@ public final class Simulator: Sendable {
         }
         for o in options.overrides {
             guard let d = device(matching: o.device) else { continue }
+            // Writable, so a test can also rewrite it (Files.write keeps an existing file's mode).
             try Files.write(o.value + "\n", to: d.directory + "/" + o.file, mode: 0o644)
+            chmod(d.directory + "/" + o.file, 0o644)
             d.reloadCalibration()
             // The raw refresher skips the files in this set; an overridden `raw` file must keep its
             // contents too (otherwise `--set DEV/in_accel_x_raw=garbage` lasts until the first refresh).

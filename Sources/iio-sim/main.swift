@@ -48,10 +48,23 @@ if let user = commandLine.user {
     guard geteuid() == 0 else { fail("--user needs iio-sim to run as root", status: 64) }
     let pw = UInt32(user).flatMap { getpwuid($0) } ?? getpwnam(user)
     guard let pw else { fail("--user: no user \"\(user)\"", status: 67) }
+    // Its supplementary groups (e.g. `iio`) as a login would give them; getgrouplist says how many
+    // there are when the array is too small.
     var count: Int32 = 64
     var groups = [gid_t](repeating: 0, count: 64)
-    if getgrouplist(pw.pointee.pw_name, pw.pointee.pw_gid, &groups, &count) < 0 { count = 0 }
+    if getgrouplist(pw.pointee.pw_name, pw.pointee.pw_gid, &groups, &count) < 0 {
+        groups = [gid_t](repeating: 0, count: Int(max(count, 1)))
+        if getgrouplist(pw.pointee.pw_name, pw.pointee.pw_gid, &groups, &count) < 0 { count = 0 }
+    }
     runAs = (Int32(pw.pointee.pw_uid), Int32(pw.pointee.pw_gid), Array(groups.prefix(Int(count))))
+    // What `runuser` (without a login shell) sets; the rest of the environment is kept.
+    setenv("HOME", pw.pointee.pw_dir, 1)
+    setenv("USER", pw.pointee.pw_name, 1)
+    setenv("LOGNAME", pw.pointee.pw_name, 1)
+}
+if let script = commandLine.permissionScript {
+    guard geteuid() == 0 else { fail("--apply-permissions needs iio-sim to run as root (the script gives files to a group)", status: 64) }
+    guard access(script, X_OK) == 0 else { fail("--apply-permissions: cannot execute \(script): \(String(cString: strerror(errno)))", status: 66) }
 }
 if let dir = commandLine.options.streamLog {
     try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -62,23 +75,6 @@ if !Sandbox.isInside {
 }
 unsetenv(Sandbox.insideVariable)
 
-// Inside the namespaces, as (namespace) root.
-simsupport_block_signals()
-let simulator: Simulator
-do {
-    try Sandbox.prepareMounts()
-    simulator = try Simulator(fixture: fixture, root: "", options: commandLine.options)
-    try simulator.build()
-    try simulator.start()
-} catch {
-    fail("cannot set up the simulated devices: \(error)", status: 71)
-}
-if commandLine.options.verbose {
-    for (id, name) in simulator.layout {
-        FileHandle.standardError.write(Data("iio-sim: \(id): \(name)\n".utf8))
-    }
-}
-
 func spawn(_ argv: [String], dropDAC: Bool, as user: (uid: Int32, gid: Int32, groups: [gid_t])?, output: String?) -> pid_t {
     let cargs = argv.map { strdup($0) } + [nil]
     defer { cargs.forEach { free($0) } }
@@ -86,6 +82,44 @@ func spawn(_ argv: [String], dropDAC: Bool, as user: (uid: Int32, gid: Int32, gr
     return groups.withUnsafeBufferPointer { g in
         simsupport_spawn(cargs, dropDAC ? 1 : 0, user?.uid ?? -1, user?.gid ?? -1, g.baseAddress,
                          Int32(g.count), output)
+    }
+}
+
+// Inside the namespaces, as (namespace) root.
+simsupport_block_signals()
+let simulator: Simulator
+do {
+    try Sandbox.prepareMounts()
+    simulator = try Simulator(fixture: fixture, root: "", options: commandLine.options)
+    try simulator.build()
+} catch {
+    fail("cannot set up the simulated devices: \(error)", status: 71)
+}
+if let script = commandLine.permissionScript {
+    // What udev does when a device appears: the rule's RUN on the device's sysfs folder; the script
+    // also applies the rule's GROUP/MODE to a node it is given. Root with every capability, as udev.
+    for (directory, node) in simulator.devicePaths {
+        for path in [directory] + (node.map { [$0] } ?? []) {
+            let pid = spawn([script, path], dropDAC: false, as: nil, output: nil)
+            var status: Int32 = 0
+            if pid > 0 { while waitpid(pid, &status, 0) < 0 && errno == EINTR {} }
+            if pid < 0 || status != 0 {
+                fail("--apply-permissions: \(script) \(path) failed (\(pid < 0 ? String(cString: strerror(-pid)) : "status \(status >> 8)"))", status: 71)
+            }
+            if commandLine.options.verbose {
+                FileHandle.standardError.write(Data("iio-sim: applied \(script) to \(path)\n".utf8))
+            }
+        }
+    }
+}
+do {
+    try simulator.start()
+} catch {
+    fail("cannot set up the simulated devices: \(error)", status: 71)
+}
+if commandLine.options.verbose {
+    for (id, name) in simulator.layout {
+        FileHandle.standardError.write(Data("iio-sim: \(id): \(name)\n".utf8))
     }
 }
 
