@@ -338,7 +338,10 @@ extension MotionManager {
         hub.remove(kind) { if case .batched = $0 { true } else { false } }
         let units = self.units
         let q = queue ?? hub.handlerQueue
-        let r = start(kind, .batched({ s, e in handler(s.map { $0.map { T($0, units: units) } }, e) }, queue: q))
+        let r = start(kind, .batched(make: { batch, kind, count in
+            let samples: [T] = Self.convert(batch, kind: kind, count: count, units: units)
+            return { handler(samples, nil) }
+        }, fail: { handler(nil, $0) }, queue: q))
         if let e = r.error { q.async { handler(nil, e) } }
     }
 
@@ -356,12 +359,26 @@ extension MotionManager {
     private func batches<T: CapturedConvertible>(_ kind: SensorKind) -> AsyncThrowingStream<[T], any Error> {
         let (stream, continuation) = AsyncThrowingStream<[T], any Error>.makeStream(bufferingPolicy: .unbounded)
         let units = self.units
-        let r = start(kind, .batched({ s, e in
-            if let s { continuation.yield(s.map { T($0, units: units) }) } else { continuation.finish(throwing: e) }
-        }, queue: hub.handlerQueue))
+        let r = start(kind, .batched(make: { batch, kind, count in
+            let samples: [T] = Self.convert(batch, kind: kind, count: count, units: units)
+            return { continuation.yield(samples) }
+        }, fail: { continuation.finish(throwing: $0) }, queue: hub.handlerQueue))
         if let e = r.error { continuation.finish(throwing: e) }
         if let id = r.id { continuation.onTermination = { [weak self] _ in self?.endConsumer(kind, id: id) } }
         return stream
+    }
+
+    /// The samples of `kind` in a capture batch, in public units: one pass, one allocation.
+    private static func convert<T: CapturedConvertible>(_ batch: UnsafeBufferPointer<CapturedSample>, kind: SensorKind,
+                                                        count: Int, units: MotionUnits) -> [T] {
+        [T](unsafeUninitializedCapacity: count) { out, initialized in
+            var i = 0
+            for s in batch where s.kind == kind && i < count {
+                (out.baseAddress! + i).initialize(to: T(s, units: units))
+                i += 1
+            }
+            initialized = i
+        }
     }
 
     private func endConsumer(_ kind: SensorKind, id: Int) {

@@ -512,7 +512,8 @@ struct ScanDecoder {
         var axes: (Element, Element, Element)
         var scale: (Double, Double, Double)
         var offset: (Double, Double, Double)
-        var matrix: MountMatrix
+        /// The mount matrix, row by row, as plain values (no array to retain per sample).
+        var m: (Double, Double, Double, Double, Double, Double, Double, Double, Double)
     }
 
     var sensors: [Sensor]
@@ -531,8 +532,10 @@ struct ScanDecoder {
             }
             let s = plan.info.scale ?? AxisValues(all: 1)
             let o = plan.info.offset
+            let r = plan.info.mountMatrix.rows
             sensors.append(Sensor(kind: plan.info.kind, axes: (elements[0], elements[1], elements[2]),
-                                  scale: (s.x, s.y, s.z), offset: (o.x, o.y, o.z), matrix: plan.info.mountMatrix))
+                                  scale: (s.x, s.y, s.z), offset: (o.x, o.y, o.z),
+                                  m: (r[0][0], r[0][1], r[0][2], r[1][0], r[1][1], r[1][2], r[2][0], r[2][1], r[2][2])))
         }
         self.sensors = sensors
         if let t = layout.timestampChannel, let off = buffer.offset(ofChannel: t, device: device), let f = layout.formats[t] {
@@ -545,12 +548,16 @@ struct ScanDecoder {
     @inline(__always)
     func decode(_ scan: UnsafeRawPointer, fallbackTime: Double, into out: UnsafeMutablePointer<CapturedSample>) -> Int {
         let t = timestamp.map { Double($0.value(scan) - clockOffset) * 1e-9 } ?? fallbackTime
-        for (i, s) in sensors.enumerated() {
-            let v = (x: (Double(s.axes.0.value(scan)) + s.offset.0) * s.scale.0,
-                     y: (Double(s.axes.1.value(scan)) + s.offset.1) * s.scale.1,
-                     z: (Double(s.axes.2.value(scan)) + s.offset.2) * s.scale.2)
-            let r = s.matrix.apply(v)
-            out[i] = CapturedSample(kind: s.kind, x: r.x, y: r.y, z: r.z, timestamp: t)
+        sensors.withUnsafeBufferPointer { all in
+            for i in 0..<all.count {
+                let s = all[i]
+                let x = (Double(s.axes.0.value(scan)) + s.offset.0) * s.scale.0
+                let y = (Double(s.axes.1.value(scan)) + s.offset.1) * s.scale.1
+                let z = (Double(s.axes.2.value(scan)) + s.offset.2) * s.scale.2
+                let m = s.m
+                out[i] = CapturedSample(kind: s.kind, x: m.0 * x + m.1 * y + m.2 * z, y: m.3 * x + m.4 * y + m.5 * z,
+                                        z: m.6 * x + m.7 * y + m.8 * z, timestamp: t)
+            }
         }
         return sensors.count
     }

@@ -26,8 +26,11 @@ final class StreamHub: Sendable {
         enum Delivery: Sendable {
             /// The newest sample, at most once per interval.
             case coalesced(@Sendable (CapturedSample?, MotionError?) -> Void, queue: DispatchQueue)
-            /// Every sample, in batches.
-            case batched(@Sendable ([CapturedSample]?, MotionError?) -> Void, queue: DispatchQueue)
+            /// Every sample, in batches: `make` turns a capture batch into the job that hands this
+            /// kind's samples (converted once, on the capture thread) to the handler; `fail` is
+            /// the handler's error call.
+            case batched(make: @Sendable (UnsafeBufferPointer<CapturedSample>, SensorKind, Int) -> @Sendable () -> Void,
+                         fail: @Sendable (MotionError) -> Void, queue: DispatchQueue)
             /// No callback: the caller polls the newest sample.
             case pull
         }
@@ -200,21 +203,28 @@ final class StreamHub: Sendable {
     /// Hands a batch to everyone who wants it. Called on a capture thread; allocates per batch
     /// (for batched consumers), never per sample.
     func deliver(_ batch: UnsafeBufferPointer<CapturedSample>) {
-        guard let last = batch.last else { return }
-        var newest: [CapturedSample?] = [nil, nil, nil]
+        guard !batch.isEmpty else { return }
+        // The newest sample and the count of each kind, without allocating.
+        var newest: (CapturedSample?, CapturedSample?, CapturedSample?) = (nil, nil, nil)
         var counts = (0, 0, 0)
         for s in batch {
-            newest[s.kind.slot] = s
-            switch s.kind.slot { case 0: counts.0 += 1; case 1: counts.1 += 1; default: counts.2 += 1 }
+            switch s.kind {
+            case .accelerometer: newest.0 = s; counts.0 += 1
+            case .gyroscope: newest.1 = s; counts.1 += 1
+            case .magnetometer: newest.2 = s; counts.2 += 1
+            }
         }
         latest.withLock { l in
-            for i in 0..<3 where newest[i] != nil { l.samples[i] = newest[i] }
+            if let n = newest.0 { l.samples[0] = n }
+            if let n = newest.1 { l.samples[1] = n }
+            if let n = newest.2 { l.samples[2] = n }
         }
         var jobs: [(DispatchQueue, @Sendable () -> Void)] = []
         state.withLock { s in
             for kind in SensorKind.allCases {
-                guard let n = newest[kind.slot], var sensor = s.sensors[kind] else { continue }
-                let count = kind.slot == 0 ? counts.0 : (kind.slot == 1 ? counts.1 : counts.2)
+                let newestOfKind = kind == .accelerometer ? newest.0 : (kind == .gyroscope ? newest.1 : newest.2)
+                guard let n = newestOfKind, var sensor = s.sensors[kind] else { continue }
+                let count = kind == .accelerometer ? counts.0 : (kind == .gyroscope ? counts.1 : counts.2)
                 sensor.statistics.samples += count
                 for (id, var c) in sensor.consumers {
                     switch c.delivery {
@@ -232,12 +242,8 @@ final class StreamHub: Sendable {
                             sensor.statistics.coalesced += count
                         }
                         sensor.consumers[id] = c
-                    case let .batched(handler, queue):
-                        var samples: [CapturedSample] = []
-                        samples.reserveCapacity(count)
-                        for x in batch where x.kind == kind { samples.append(x) }
-                        let delivered = samples
-                        jobs.append((queue, { handler(delivered, nil) }))
+                    case let .batched(make, _, queue):
+                        jobs.append((queue, make(batch, kind, count)))
                     case .pull:
                         break
                     }
@@ -245,7 +251,6 @@ final class StreamHub: Sendable {
                 s.sensors[kind] = sensor
             }
         }
-        _ = last
         Self.dispatch(jobs)
     }
 
@@ -272,7 +277,7 @@ final class StreamHub: Sendable {
                 for c in sensor.consumers.values {
                     switch c.delivery {
                     case let .coalesced(h, q): jobs.append((q, { h(nil, error) }))
-                    case let .batched(h, q): jobs.append((q, { h(nil, error) }))
+                    case let .batched(_, h, q): jobs.append((q, { h(error) }))
                     case .pull: break
                     }
                 }
