@@ -74,6 +74,19 @@ struct MonitorOptions: Equatable, Sendable {
     var captureMode: SensorMode.Preference = .auto
     /// `--verbose`: say on stderr how each sensor is read and, at the end, what it delivered.
     var verbose = false
+    /// `--csv`: log every sample to this file (`-` for stdout); nil for no log.
+    var csv: String?
+    /// `--force`: let `--csv` replace a file that exists.
+    var force = false
+    /// `--append`: add rows to a `--csv` file that exists, without a second header.
+    var append = false
+    /// `--no-color`: no colour in the live view (as `NO_COLOR` in the environment).
+    var noColor = false
+    /// `--quiet`: no readings on stdout (with `--csv FILE`, the log is the only output).
+    var quiet = false
+
+    /// True when `--csv -` sends the log to stdout.
+    var csvToStdout: Bool { csv == "-" }
 
     /// The longest `--interval` accepted, in seconds: an update interval sizes the kernel buffer
     /// (one wake-up per interval), so an hour at a high rate is already millions of scans.
@@ -178,11 +191,33 @@ struct MonitorOptions: Equatable, Sendable {
                 }
                 captureMode = preference
             case .verbose: verbose = true
+            case .csv:
+                guard let value, !value.isEmpty else { throw UsageError("'--csv' needs a file name, or - for stdout") }
+                csv = value
+            case .force: force = true
+            case .append: append = true
+            case .noColor: noColor = true
+            case .quiet: quiet = true
             }
             if spec.continuousOnly, streamingFlag == nil { streamingFlag = name }
         }
         if let streamingFlag, let explicitMode, explicitMode.mode != .watch {
             throw UsageError("'\(streamingFlag)' applies to the continuous view and cannot be used with '\(explicitMode.flag)'")
+        }
+        try checkLogging()
+    }
+
+    /// The rules between `--csv`, `--force`, `--append` and `--json`.
+    private func checkLogging() throws(UsageError) {
+        if force && append {
+            throw UsageError("'--force' and '--append' cannot be used together (--force replaces the file, --append adds to it)")
+        }
+        for (flag, set) in [("--force", force), ("--append", append)] where set {
+            guard let csv else { throw UsageError("'\(flag)' applies to the log file and needs '--csv <file>'") }
+            if csv == "-" { throw UsageError("'\(flag)' applies to a log file, not to '--csv -' (stdout)") }
+        }
+        if csvToStdout && json {
+            throw UsageError("'--json' and '--csv -' both write to stdout; give '--csv' a file name")
         }
     }
 
@@ -212,6 +247,7 @@ extension MonitorOptions {
     enum Effect: Equatable, Sendable {
         case mode(Mode), json, si, uri, device, sensor
         case interval, rate, count, duration, captureMode, verbose
+        case csv, force, append, noColor, quiet
     }
 
     /// One option: its spellings, its value's name if it takes one, and its help.
@@ -224,7 +260,7 @@ extension MonitorOptions {
         /// Whether the option only makes sense for the continuous view (not with `--once` or `--list`).
         var continuousOnly: Bool {
             switch effect {
-            case .interval, .rate, .count, .duration, .captureMode: true
+            case .interval, .rate, .count, .duration, .captureMode, .csv, .force, .append, .quiet: true
             default: false
             }
         }
@@ -266,6 +302,13 @@ extension MonitorOptions {
         Spec(names: ["--mode"], valueName: "mode",
              help: "How sensors are read: buffered (the kernel's buffer, every sample), polled (the raw files, on a timer), or auto: buffered where possible, else polled, with a note on stderr saying why (default: auto).",
              effect: .captureMode),
+        Spec(names: ["--csv"], valueName: "file",
+             help: "Also log every sample (none skipped, whatever --interval says) to this CSV file, or to stdout with -: a header timestamp,sensor,device,x,y,z, then one row per sample per sensor, in the units of the view. A file that exists is refused unless --force or --append (default: no log).",
+             effect: .csv),
+        Spec(names: ["--force"], help: "Let --csv replace a file that exists.", effect: .force),
+        Spec(names: ["--append"], help: "Add rows to the --csv file if it exists, without a second header.", effect: .append),
+        Spec(names: ["-q", "--quiet"], help: "Print no readings on stdout: with --csv FILE the log is the only output.", effect: .quiet),
+        Spec(names: ["--no-color"], help: "No colour in the live view (also when NO_COLOR is set or TERM is dumb).", effect: .noColor),
         Spec(names: ["-v", "--verbose"], help: "Say on stderr how each sensor is read (mode, sampling frequency) and, at the end, how many samples it delivered.",
              effect: .verbose),
         Spec(names: ["-h", "--help"], help: "Show help information.", effect: .mode(.help)),
@@ -283,10 +326,12 @@ extension MonitorOptions {
             "",
             "USAGE: \(commandName) [--list | --once] [--json] [--si] [--uri <uri>] [--device <device>] [--sensor <sensor>]",
             "                      [--interval <seconds>] [--rate <hz>] [--count <n>] [--duration <seconds>] [--mode <mode>]",
+            "                      [--csv <file> [--force | --append]] [--quiet] [--no-color] [--verbose]",
             "",
             "  Without --list or --once, streams readings (by default the newest, ten times a second) until",
             "  --count or --duration is reached or it is interrupted (Ctrl-C or SIGTERM end it with status 0).",
-            "  With --json, one object per reading per line.",
+            "  On a terminal it draws a live view, one panel per sensor; otherwise one line per reading, or with",
+            "  --json one object per reading per line. --csv logs every sample as well; Ctrl-C loses none.",
             "",
             "OPTIONS:",
         ]
@@ -311,8 +356,10 @@ extension MonitorOptions {
             "  0   success (also after Ctrl-C, --count or --duration in the continuous view)",
             "  64  usage error",
             "  69  none of the requested sensors exists (each missing one is named on stderr)",
-            "  74  a sensor exists but could not be read (I/O error or unreadable contents); in the continuous",
-            "      view the failed sensor stops, the others go on, and the run ends with this status",
+            "  73  the --csv file exists (use --force or --append) or cannot be created",
+            "  74  a sensor exists but could not be read (I/O error or unreadable contents; in the continuous",
+            "      view the failed sensor stops, the others go on, and the run ends with this status), or",
+            "      writing the --csv log failed (disk full): the rows written before stay, whole",
             "  77  permission denied (see udev/ and scripts/install-udev)",
             "",
             "EXAMPLES:",
@@ -320,6 +367,8 @@ extension MonitorOptions {
             "  \(commandName) --once --json",
             "  \(commandName) --uri ip:raspberrypi.local --sensor gyroscope",
             "  \(commandName) --json --interval 0 --rate 400 --duration 10 > motion.jsonl",
+            "  \(commandName) --csv ride.csv                 # live view, and every sample logged",
+            "  \(commandName) --csv - --rate 200 | head",
         ]
         return lines.joined(separator: "\n")
     }

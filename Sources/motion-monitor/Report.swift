@@ -8,6 +8,8 @@ enum ExitStatus {
     static let usage: Int32 = 64
     /// EX_UNAVAILABLE: none of the requested sensors exists, or the IIO context cannot be opened.
     static let unavailable: Int32 = 69
+    /// EX_CANTCREAT: the `--csv` file exists (without `--force` or `--append`) or cannot be created.
+    static let cannotCreate: Int32 = 73
     /// EX_IOERR: a sensor exists but reading it failed or gave unusable contents.
     static let ioError: Int32 = 74
     /// EX_NOPERM: the operating system refused access.

@@ -4,31 +4,36 @@ import IIOMotion
 import Locking
 import Synchronization
 
-/// The continuous mode: streams each requested sensor through the library's streaming API and
-/// prints what it delivers, until `--count` readings of every sensor, `--duration`, SIGINT or
-/// SIGTERM, or until every sensor has failed.
+/// The continuous mode: streams each requested sensor through the library's streaming API into a
+/// ``StreamSession`` (the live view, lines or JSON, and the `--csv` log), until `--count` readings of
+/// every sensor, `--duration`, SIGINT, SIGTERM or SIGHUP, until every sensor has failed, or until
+/// the log cannot be written.
 ///
-/// - `--interval S` > 0: push handlers, at most one reading per interval per sensor, the newest
-///   (Core Motion's `startAccelerometerUpdates(to:withHandler:)`).
-/// - `--interval 0`: batched handlers with every sample the sensor makes, none coalesced.
+/// - Lines and JSON with `--interval S` > 0: push handlers, at most one reading per interval per
+///   sensor, the newest (Core Motion's `startAccelerometerUpdates(to:withHandler:)`).
+/// - The log, the live view, and lines with `--interval 0`: batched handlers with every sample
+///   the sensor makes, none coalesced (the live view draws the newest of them each frame).
 ///
-/// Handlers run on one serial queue, ``StreamPrinter/queue``, which owns stdout while streaming:
-/// each delivery is formatted whole, then written and flushed at once, so lines never interleave
-/// and a pipe sees them live.
+/// Handlers run on one serial queue, ``StreamSession/queue``, which owns stdout while streaming.
 ///
-/// Signals: SIGINT and SIGTERM are blocked before libiio or Dispatch start any thread (threads
-/// inherit the mask) and then *waited for* with `sigtimedwait` on the main thread, so no signal
-/// handler runs and nothing calls libiio from one (the approach of libiio's own `iio_readdev`).
-/// The printer wakes the main thread the same way, with a SIGUSR1 sent to it, when every sensor
-/// is done; the main thread otherwise sleeps, so an idle monitor costs no wake-ups.
-///
-/// Issue D replaces the output (live view, CSV) but can keep this skeleton: availability, manager
-/// set-up, the wait, and the stop-then-drain order that loses nothing the library delivered.
+/// Signals: SIGINT, SIGTERM, SIGHUP (and for the live view SIGWINCH, SIGTSTP and SIGCONT) are
+/// blocked before libiio or Dispatch start any thread (threads inherit the mask) and then *waited
+/// for* with `sigtimedwait` on the main thread, so no signal handler runs and nothing calls libiio
+/// or touches the terminal from one (the approach of libiio's own `iio_readdev`). The session wakes
+/// the main thread the same way, with a SIGUSR1 sent to it, when every sensor is done; the main
+/// thread otherwise sleeps, so an idle monitor costs no wake-ups. Every way out (the end, a signal,
+/// an error) goes through the same stop, drain, restore and summary.
 enum Watch {
     static func run(_ options: MonitorOptions) -> Int32 {
+        let display = Display.choose(options, stdoutIsTerminal: isatty(STDOUT_FILENO) == 1,
+                                     environment: environmentVariables())
+        var live = false
+        if case .live = display { live = true }
         var signals = sigset_t()
         sigemptyset(&signals)
-        for s in [SIGINT, SIGTERM, StreamPrinter.wakeSignal] { sigaddset(&signals, s) }
+        var waited = [SIGINT, SIGTERM, SIGHUP, StreamSession.wakeSignal]
+        if live { waited += [SIGWINCH, SIGTSTP, SIGCONT] }
+        for s in waited { sigaddset(&signals, s) }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
 
         let manager = Monitor.makeManager(options)
@@ -41,40 +46,81 @@ enum Watch {
         }
         let (report, kinds) = Report.availability(requested: options.kinds, present: present)
         if report.status != ExitStatus.success {
+            _ = Monitor.emit(report)
             if options.device != nil { Console.error(Monitor.noMatchHint(options, manager)) }
+            return report.status
         }
-        _ = Monitor.emit(report)
-        guard report.status == ExitStatus.success else { return report.status }
+        // In the live view the availability messages are shown in place of the panels, and
+        // repeated on stderr once the terminal is given back.
+        if !live { _ = Monitor.emit(report) }
         Console.flush()
 
-        let printer = StreamPrinter(options: options, sensors: kinds.compactMap { manager.sensor($0) },
-                                    mainThread: pthread_self())
-        start(kinds, of: manager, options: options, printer: printer)
+        let queue = DispatchQueue(label: "motion-monitor.output")
+        var log: CSVLog?
+        if let path = options.csv {
+            do throws(CSVLog.OpenError) {
+                log = try CSVLog(path: path, force: options.force, append: options.append, queue: queue)
+            } catch {
+                Console.error(error.message)
+                return error.status
+            }
+        }
+        let session = StreamSession(
+            options: options, queue: queue, display: display, log: log, sensors: kinds.compactMap { manager.sensor($0) },
+            period: { [manager] kind in
+                guard manager.mode(of: kind) == .buffered, let hz = manager.samplingFrequency(of: kind), hz > 0 else { return nil }
+                return 1 / hz
+            },
+            mainThread: pthread_self(),
+            makeLive: { queue in
+                guard case .live(let color, let unicode) = display else { return nil }
+                return LiveView(queue: queue, style: ScreenStyle(color: color, unicode: unicode), options: options,
+                                sensors: options.kinds.map { ($0, present.contains($0) ? manager.sensor($0) : nil) }, log: log)
+            })
+        for line in report.stderr where live { session.report(line) }
+        start(kinds, of: manager, options: options, session: session)
+        if let view = session.live {
+            Terminal.restoreOnCrash()
+            queue.sync { view.start() }
+        }
 
         let deadline = options.duration.map { monotonicSeconds() + $0 }
-        while !printer.isFinished {
+        waiting: while !session.isFinished {
             var timeout = 3600.0
             if let deadline {
                 timeout = deadline - monotonicSeconds()
                 if timeout <= 0 { break }
             }
-            let signal = waitForSignal(in: &signals, seconds: timeout)
-            if signal == SIGINT || signal == SIGTERM { break }
+            switch waitForSignal(in: &signals, seconds: timeout) {
+            case SIGINT, SIGTERM, SIGHUP:
+                break waiting
+            case SIGWINCH:
+                queue.async { session.live?.resize() }
+            case SIGTSTP:
+                // Ctrl-Z: give the terminal back, then stop for real (SIGSTOP cannot be caught).
+                queue.sync { session.live?.suspend() }
+                kill(getpid(), SIGSTOP)
+            case SIGCONT:
+                queue.async { session.live?.resume() }
+            default:
+                continue
+            }
         }
 
-        // Stop first (this joins the capture threads), then drain the queue: every reading the
-        // library handed over before the stop is printed.
+        // Stop first (this joins the capture threads while the handlers are still registered),
+        // then drain the queue: every sample the library read before the stop is handled.
         manager.stopAllUpdates()
-        return printer.finish(statistics: kinds.map { ($0, manager.updateStatistics(of: $0)) }, verbose: options.verbose)
+        return session.finish(statistics: kinds.map { ($0, manager.updateStatistics(of: $0)) }, verbose: options.verbose)
     }
 
-    /// Configures the manager and starts every sensor's updates, handlers on the printer's queue.
+    /// Configures the manager and starts every sensor's updates, handlers on the session's queue.
     private static func start(_ kinds: [SensorKind], of manager: MotionManager, options: MonitorOptions,
-                              printer: StreamPrinter) {
+                              session: StreamSession) {
         manager.preferredMode = options.captureMode
         // Called once per distinct notice (today: a polled fallback, with its reason).
-        manager.noticeHandler = { [printer] notice in printer.note(notice) }
-        // Interval and rate first: changing them restarts running updates.
+        manager.noticeHandler = { [session] notice in session.note(notice) }
+        // Interval and rate first: changing them restarts running updates. The live view and the
+        // log get batches as often as the interval says (every 50 ms with --interval 0).
         for kind in kinds {
             switch kind {
             case .accelerometer: manager.accelerometerUpdateInterval = options.interval
@@ -83,39 +129,52 @@ enum Watch {
             }
             if let rate = options.rate { manager.requestSamplingFrequency(rate, for: kind) }
         }
-        let queue = printer.queue
-        let batched = options.interval == 0
+        let queue = session.queue
         for kind in kinds {
-            switch (kind, batched) {
-            case (.accelerometer, false):
-                manager.startAccelerometerUpdates(to: queue) { data, error in
-                    printer.receive(.accelerometer, data.map { [Reading($0)] }, error)
+            // Batches first: a second consumer of the same sensor does not restart its capture
+            // when the first already takes every sample.
+            if session.wantsBatches {
+                switch kind {
+                case .accelerometer:
+                    manager.startAccelerometerBatches(to: queue) { batch, error in
+                        if let batch { session.batch(.accelerometer, batch.map(Sample.init)) }
+                        if let error { session.fail(.accelerometer, error) }
+                    }
+                case .gyroscope:
+                    manager.startGyroBatches(to: queue) { batch, error in
+                        if let batch { session.batch(.gyroscope, batch.map(Sample.init)) }
+                        if let error { session.fail(.gyroscope, error) }
+                    }
+                case .magnetometer: break
                 }
-            case (.accelerometer, true):
-                manager.startAccelerometerBatches(to: queue) { batch, error in
-                    printer.receive(.accelerometer, batch.map { $0.map(Reading.init) }, error)
+            }
+            if session.linesArePushed {
+                switch kind {
+                case .accelerometer:
+                    manager.startAccelerometerUpdates(to: queue) { data, error in
+                        if let data { session.push(.accelerometer, Sample(data)) }
+                        if let error { session.fail(.accelerometer, error) }
+                    }
+                case .gyroscope:
+                    manager.startGyroUpdates(to: queue) { data, error in
+                        if let data { session.push(.gyroscope, Sample(data)) }
+                        if let error { session.fail(.gyroscope, error) }
+                    }
+                case .magnetometer: break
                 }
-            case (.gyroscope, false):
-                manager.startGyroUpdates(to: queue) { data, error in
-                    printer.receive(.gyroscope, data.map { [Reading($0)] }, error)
-                }
-            case (.gyroscope, true):
-                manager.startGyroBatches(to: queue) { batch, error in
-                    printer.receive(.gyroscope, batch.map { $0.map(Reading.init) }, error)
-                }
-            case (.magnetometer, _):
-                break
             }
         }
-        if options.verbose {
-            // Starting is synchronous: the mode and frequency in force are known now (a sensor that
-            // failed to start has none, and its handler reports the error).
-            let lines = kinds.compactMap { kind -> String? in
-                guard let mode = manager.mode(of: kind) else { return nil }
-                return StreamPrinter.setupLine(kind, sensor: manager.sensor(kind), mode: mode,
-                                               frequency: manager.samplingFrequency(of: kind), interval: options.interval)
+        // Starting is synchronous: the mode and frequency in force are known now (a sensor that
+        // failed to start has none, and its handler reports the error).
+        let setup = kinds.map { ($0, manager.mode(of: $0), manager.samplingFrequency(of: $0)) }
+        queue.async {
+            for (kind, mode, frequency) in setup {
+                session.live?.configure(kind, mode: mode, frequency: frequency)
+                if options.verbose, let mode {
+                    session.report(StreamSession.setupLine(kind, sensor: manager.sensor(kind), mode: mode,
+                                                           frequency: frequency, interval: options.interval))
+                }
             }
-            queue.async { for line in lines { Console.error(line) } }
         }
     }
 
@@ -133,125 +192,6 @@ enum Watch {
     }
 }
 
-/// Receives every delivery on one serial queue, prints it, counts readings per sensor, and
-/// tells the main thread when every sensor is done (its `--count` reached, or failed).
-final class StreamPrinter: Sendable {
-    /// Sent to the main thread (where it is blocked and waited for) when every sensor is done.
-    static let wakeSignal = SIGUSR1
-
-    /// Where the library runs the handlers; the only writer of stdout while streaming.
-    let queue = DispatchQueue(label: "motion-monitor.output")
-
-    private let json: Bool
-    private let units: MotionUnits
-    /// `--mode buffered`: a sensor that fails before its first reading gets a hint to use auto.
-    private let bufferedOnly: Bool
-    private let mainThread: pthread_t
-    private let finished = Atomic<Bool>(false)
-    private let state: Locked<State>
-
-    private struct State: Sendable {
-        /// Readings printed per sensor.
-        var printed: [SensorKind: Int] = [:]
-        /// Sensors that reached `--count` or failed.
-        var done: Set<SensorKind> = []
-        var failures: [MotionError] = []
-    }
-
-    /// `--count`.
-    private let limit: Int?
-
-    /// What a sensor's readings are labelled with.
-    private let labels: [SensorKind: (id: String, description: String)]
-
-    init(options: MonitorOptions, sensors: [SensorInfo], mainThread: pthread_t) {
-        json = options.json
-        units = options.units
-        bufferedOnly = options.captureMode == .buffered
-        self.mainThread = mainThread
-        limit = options.count
-        var labels: [SensorKind: (id: String, description: String)] = [:]
-        for s in sensors { labels[s.kind] = (s.deviceID, s.deviceDescription) }
-        self.labels = labels
-        state = Locked(State())
-    }
-
-    /// True once every sensor has reached its count or failed.
-    var isFinished: Bool { finished.load(ordering: .acquiring) }
-
-    /// A handler's delivery: readings (oldest first) or the error that stopped the sensor.
-    /// Readings past `--count` are dropped; nothing arrives for a sensor after its error.
-    func receive(_ kind: SensorKind, _ readings: [Reading]?, _ error: MotionError?) {
-        dispatchPrecondition(condition: .onQueue(queue))
-        guard let label = labels[kind] else { return }
-        var text = ""
-        var failure: MotionError?
-        var hint = false
-        let allDone = state.withLock { s -> Bool in
-            guard !s.done.contains(kind) else { return false }
-            if let readings {
-                let printed = s.printed[kind, default: 0]
-                let take = limit.map { min(readings.count, $0 - printed) } ?? readings.count
-                for var r in readings.prefix(take) {
-                    (r.kind, r.deviceID, r.deviceDescription) = (kind, label.id, label.description)
-                    text += json ? Format.json(r) : Format.line(r, units: units)
-                    text += "\n"
-                }
-                s.printed[kind] = printed + take
-                // A sensor that reached its count keeps running until all are done: stopping one
-                // sensor of a shared device would restart the device's buffer for the other.
-                if let limit, printed + take >= limit { s.done.insert(kind) }
-            } else if let error {
-                failure = error
-                hint = bufferedOnly && s.printed[kind, default: 0] == 0
-                s.failures.append(error)
-                s.done.insert(kind)
-            }
-            return s.done.count == labels.count
-        }
-        // Written outside the lock: a pipe's reader may be slow.
-        if !text.isEmpty {
-            fputs(text, stdout)
-            fflush(stdout)
-        }
-        if let failure {
-            Console.error(Report.failureMessage(kind, failure))
-            if hint { Console.error("(--mode buffered was given: --mode auto reads the \(kind) by polling when its buffer cannot be used.)") }
-        }
-        if allDone, !finished.exchange(true, ordering: .acquiringAndReleasing) {
-            pthread_kill(mainThread, Self.wakeSignal)
-        }
-    }
-
-    /// Prints a notice of the library (e.g. a polled fallback and its reason) on stderr, in order
-    /// with the data.
-    func note(_ text: String) {
-        queue.async { Console.error("note: \(text)") }
-    }
-
-    /// After the updates are stopped: prints what is still queued, and the statistics when
-    /// verbose; returns the exit status (the first failure's, else 0).
-    func finish(statistics: [(SensorKind, UpdateStatistics)], verbose: Bool) -> Int32 {
-        let (failures, printed) = queue.sync { state.withLock { ($0.failures, $0.printed) } }
-        Console.flush()
-        if verbose {
-            for (kind, stats) in statistics {
-                Console.error("\(kind): \(printed[kind] ?? 0) printed; \(stats.samples) received, \(stats.delivered) delivered, \(stats.coalesced) coalesced")
-            }
-        }
-        return failures.first.map(ExitStatus.of) ?? ExitStatus.success
-    }
-
-    /// `accelerometer: iio:device0 (bmi160), buffered at 1600 Hz, every sample` (for `--verbose`).
-    static func setupLine(_ kind: SensorKind, sensor: SensorInfo?, mode: SensorMode, frequency: Double?,
-                          interval: Double) -> String {
-        let device = sensor?.deviceDescription ?? "?"
-        let rate = frequency.map { " at \(Format.shortest($0)) Hz" } ?? ""
-        let delivery = interval == 0 ? "every sample" : "the newest sample at most every \(Format.shortest(interval)) s"
-        return "\(kind): \(device), \(mode)\(rate), \(delivery)"
-    }
-}
-
 extension Reading {
     /// The library's sample as the CLI prints it; the device is filled in by the printer.
     init(_ d: AccelerometerData) {
@@ -263,6 +203,20 @@ extension Reading {
         self.init(kind: .gyroscope, deviceID: "", deviceDescription: "", timestamp: d.timestamp,
                   x: d.rotationRate.x, y: d.rotationRate.y, z: d.rotationRate.z)
     }
+}
+
+/// The process's environment (`environ`), for the few variables the live view heeds.
+func environmentVariables() -> [String: String] {
+    var result: [String: String] = [:]
+    var entry = environ
+    while let pointer = entry.pointee {
+        let text = String(cString: pointer)
+        if let eq = text.firstIndex(of: "=") {
+            result[String(text[..<eq])] = String(text[text.index(after: eq)...])
+        }
+        entry += 1
+    }
+    return result
 }
 
 /// Seconds on `CLOCK_MONOTONIC`.

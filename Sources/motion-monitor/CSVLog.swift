@@ -1,0 +1,295 @@
+import Dispatch
+@preconcurrency import Glibc // errno, stdout
+import IIOMotion
+
+/// One sample of one sensor, without the labels a ``Reading`` carries: what the batched handlers
+/// hand the output sinks (a batch can hold thousands).
+struct Sample: Equatable, Sendable {
+    /// Seconds on `CLOCK_MONOTONIC`.
+    var timestamp: Double
+    var x: Double
+    var y: Double
+    var z: Double
+}
+
+extension Sample {
+    /// The library's accelerometer sample.
+    init(_ d: AccelerometerData) {
+        self.init(timestamp: d.timestamp, x: d.acceleration.x, y: d.acceleration.y, z: d.acceleration.z)
+    }
+
+    /// The library's gyroscope sample.
+    init(_ d: GyroData) {
+        self.init(timestamp: d.timestamp, x: d.rotationRate.x, y: d.rotationRate.y, z: d.rotationRate.z)
+    }
+}
+
+/// The pinned CSV form of `--csv`. Pure functions: the tests pin them down.
+///
+/// ```
+/// timestamp,sensor,device,x,y,z
+/// 3615.331022000,accelerometer,iio:device0,0.0,-0.0302,-0.9996
+/// ```
+enum CSVFormat {
+    /// The first line of every log (without its newline).
+    static let header = "timestamp,sensor,device,x,y,z"
+
+    /// One row (with its newline): the timestamp in seconds with nine decimals (the kernel's
+    /// nanoseconds, exactly), the sensor, the IIO device id, and x/y/z in the shortest text that
+    /// parses back to the same `Double`.
+    static func row(_ s: Sample, sensor: SensorKind, device: String) -> String {
+        "\(timestamp(s.timestamp)),\(sensor.rawValue),\(device),\(JSONValue.number(text: s.x)),\(JSONValue.number(text: s.y)),\(JSONValue.number(text: s.z))\n"
+    }
+
+    /// `812.999438968`: seconds with exactly nine decimals, computed from whole nanoseconds so no
+    /// binary-to-decimal rounding shows (a kernel timestamp comes back as its nanosecond count).
+    static func timestamp(_ t: Double) -> String {
+        guard t.isFinite, abs(t) < 9e9 else { return t.isFinite ? t.description : "nan" }
+        let ns = Int64((abs(t) * 1e9).rounded())
+        let fraction = String(ns % 1_000_000_000)
+        let sign = t < 0 && ns != 0 ? "-" : ""
+        return "\(sign)\(ns / 1_000_000_000).\(String(repeating: "0", count: 9 - fraction.count))\(fraction)"
+    }
+}
+
+/// Counts the samples missing from a stream whose timestamps should be one sampling period
+/// apart: a step of about k periods means k − 1 samples were dropped (by the kernel, whose
+/// buffer was full, or by the device). Steps under 1.5 periods are jitter, not drops.
+struct GapCounter: Equatable, Sendable {
+    /// The sampling period in seconds; nil when the frequency is unknown (then nothing is counted).
+    var period: Double?
+    /// Samples missing so far.
+    private(set) var missing = 0
+    private var last: Double?
+
+    /// - Parameter period: 1 / the sampling frequency in force, or nil.
+    init(period: Double?) {
+        self.period = period.flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
+    }
+
+    /// Learns the period later (a sensor's frequency in force is known once it has started);
+    /// samples from then on are checked.
+    mutating func setPeriod(_ period: Double?) {
+        self.period = period.flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
+    }
+
+    /// Accounts for the next sample's timestamp.
+    mutating func add(_ timestamp: Double) {
+        defer { last = timestamp }
+        guard let period, let last else { return }
+        let step = timestamp - last
+        if step > 1.5 * period {
+            missing += Int((step / period).rounded()) - 1
+        }
+    }
+}
+
+/// The `--csv` log: a file (or stdout) that every sample of every sensor is appended to, one
+/// batch per `write(2)`, so what was received is in the kernel's hands within one update
+/// interval and nothing is lost on Ctrl-C, SIGTERM or a crash of this process.
+///
+/// A write error (disk full, I/O error) stops the log: the file is cut back to its last whole row,
+/// so it stays parseable, and ``failure`` says what happened.
+///
+/// Confinement: created on the main thread, then used only on the output queue (every entry
+/// point checks it), so it needs no lock.
+final class CSVLog: @unchecked Sendable { // mutable state is touched only on `queue` after init (dispatchPrecondition)
+    /// What the log is called in messages: the path, or `stdout`.
+    let name: String
+    private let fd: Int32
+    private let closeWhenDone: Bool
+    /// The output queue this log is confined to.
+    private let queue: DispatchQueue
+    /// Bytes of whole rows in the file (where to cut it back to after a failed write); nil for a
+    /// file that cannot be cut (stdout, a pipe).
+    private var committed: Int64?
+    private var rows: [SensorKind: Int] = [:]
+    private var handed: [SensorKind: Int] = [:]
+    private var gaps: [SensorKind: GapCounter] = [:]
+    /// Why the log stopped, if a write failed.
+    private(set) var failure: String?
+
+    /// Why a log could not be opened, with the exit status to end with.
+    struct OpenError: Error, Equatable {
+        var message: String
+        var status: Int32
+    }
+
+    /// Opens the log and writes its header (unless appending to a file that has one).
+    /// - Parameters:
+    ///   - path: a file name, or `-` for stdout.
+    ///   - force: replace a file that exists.
+    ///   - append: add to a file that exists.
+    ///   - queue: the output queue every later call comes from.
+    /// - Throws: ``OpenError``: the file exists (73), cannot be created (73), or does not hold a
+    ///   log (73, with `--append`); the header could not be written (74).
+    init(path: String, force: Bool, append: Bool, queue: DispatchQueue) throws(OpenError) {
+        self.queue = queue
+        if path == "-" {
+            name = "stdout"
+            fd = STDOUT_FILENO
+            closeWhenDone = false
+            committed = nil
+            try writeHeader()
+            return
+        }
+        name = path
+        var flags = O_WRONLY | O_CREAT | O_CLOEXEC
+        flags |= append ? O_APPEND : (force ? O_TRUNC : O_EXCL)
+        if append { flags = (flags & ~O_WRONLY) | O_RDWR } // to check the header of what is there
+        let opened = open(path, flags, 0o666)
+        guard opened >= 0 else {
+            let e = errno
+            if e == EEXIST {
+                throw OpenError(message: "\(MonitorOptions.commandName): \(path) exists; pass --force to replace it or --append to add to it, or choose another name.",
+                                status: ExitStatus.cannotCreate)
+            }
+            throw OpenError(message: "\(MonitorOptions.commandName): cannot create \(path): \(errnoDescription(e)). "
+                                + (e == EACCES || e == EROFS ? "Choose a folder you can write to." : "Check the folder exists."),
+                            status: ExitStatus.cannotCreate)
+        }
+        fd = opened
+        closeWhenDone = true
+        var info = stat()
+        let regular = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+        let size = regular ? Int64(info.st_size) : 0
+        committed = regular ? size : nil
+        if append && size > 0 {
+            // Appending to something that is not a log would give a file no reader can parse.
+            var head = [UInt8](repeating: 0, count: CSVFormat.header.utf8.count + 1)
+            let n = pread(fd, &head, head.count, 0)
+            if n != head.count || head != Array((CSVFormat.header + "\n").utf8) {
+                _ = Glibc.close(fd)
+                throw OpenError(message: "\(MonitorOptions.commandName): \(path) does not begin with the header \(CSVFormat.header); not appending to it. Choose another file, or --force to replace it.",
+                                status: ExitStatus.cannotCreate)
+            }
+            return
+        }
+        try writeHeader()
+    }
+
+    private func writeHeader() throws(OpenError) {
+        let header = Array((CSVFormat.header + "\n").utf8)
+        if let problem = write(header) {
+            if closeWhenDone { _ = Glibc.close(fd) }
+            throw OpenError(message: "\(MonitorOptions.commandName): writing the header of \(name) failed: \(problem).",
+                            status: ExitStatus.ioError)
+        }
+        if committed != nil { committed! += Int64(header.count) }
+    }
+
+    /// Appends a batch of one sensor's samples.
+    /// - Parameters:
+    ///   - samples: oldest first.
+    ///   - kind: the sensor.
+    ///   - device: its IIO id, the `device` column.
+    ///   - period: the sensor's sampling period, for counting gaps (nil: unknown or polled).
+    /// - Returns: false when the log has failed (now or before); ``failure`` says why.
+    @discardableResult
+    func append(_ samples: ArraySlice<Sample>, of kind: SensorKind, device: String, period: @autoclosure () -> Double?) -> Bool {
+        dispatchPrecondition(condition: .onQueue(queue))
+        handed[kind, default: 0] += samples.count
+        guard failure == nil else { return false }
+        // The first batches can arrive before the library has published the frequency in force.
+        if gaps[kind]?.period == nil {
+            var g = gaps[kind] ?? GapCounter(period: nil)
+            g.setPeriod(period())
+            gaps[kind] = g
+        }
+        var text = ""
+        text.reserveCapacity(samples.count * 80)
+        for s in samples {
+            text += CSVFormat.row(s, sensor: kind, device: device)
+            gaps[kind]!.add(s.timestamp)
+        }
+        var bytes = Array(text.utf8)
+        if let problem = write(bytes) {
+            // Keep whole rows only: cut the file back to after the last newline that made it out.
+            failure = "writing \(name) failed: \(problem)"
+            let written = writtenPrefix
+            bytes.removeSubrange(written...)
+            let wholeRows = bytes.count(where: { $0 == UInt8(ascii: "\n") })
+            rows[kind, default: 0] += wholeRows
+            if let committed {
+                let keep = committed + Int64(bytes.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? 0)
+                _ = ftruncate(fd, off_t(keep))
+                self.committed = keep
+            }
+            return false
+        }
+        rows[kind, default: 0] += samples.count
+        if committed != nil { committed! += Int64(bytes.count) }
+        return true
+    }
+
+    /// How many bytes of the last ``write(_:)`` reached the file.
+    private var writtenPrefix = 0
+
+    /// Writes all of `bytes`, retrying short writes and EINTR; returns nil or what went wrong.
+    private func write(_ bytes: [UInt8]) -> String? {
+        writtenPrefix = 0
+        while writtenPrefix < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + writtenPrefix, bytes.count - writtenPrefix) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return errnoDescription(errno)
+            }
+            if n == 0 { return errnoDescription(EIO) }
+            writtenPrefix += n
+        }
+        return nil
+    }
+
+    /// Rows written, per sensor.
+    func rowsWritten(_ kind: SensorKind) -> Int {
+        dispatchPrecondition(condition: .onQueue(queue))
+        return rows[kind] ?? 0
+    }
+
+    /// All rows written.
+    var totalRows: Int {
+        dispatchPrecondition(condition: .onQueue(queue))
+        return rows.values.reduce(0, +)
+    }
+
+    /// Samples the batched handlers handed to the log, per sensor (written or not).
+    func samplesHanded(_ kind: SensorKind) -> Int {
+        dispatchPrecondition(condition: .onQueue(queue))
+        return handed[kind] ?? 0
+    }
+
+    /// Samples missing between the rows of a sensor (gaps in its timestamps), or nil when the
+    /// sampling period is unknown.
+    func kernelDropped(_ kind: SensorKind) -> Int? {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let g = gaps[kind] else { return 0 }
+        return g.period == nil ? nil : g.missing
+    }
+
+    /// Makes the file durable and closes it (not stdout).
+    func close() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard closeWhenDone else { return }
+        _ = fsync(fd)
+        _ = Glibc.close(fd)
+    }
+}
+
+/// `no space left on device (ENOSPC)`.
+func errnoDescription(_ e: Int32) -> String {
+    let text = String(cString: strerror(e))
+    let symbol: String? = switch e {
+    case ENOSPC: "ENOSPC"
+    case EIO: "EIO"
+    case EACCES: "EACCES"
+    case EROFS: "EROFS"
+    case ENOENT: "ENOENT"
+    case EPIPE: "EPIPE"
+    case EDQUOT: "EDQUOT"
+    case EFBIG: "EFBIG"
+    case EISDIR: "EISDIR"
+    default: nil
+    }
+    let lower = text.prefix(1).lowercased() + text.dropFirst()
+    return symbol.map { "\(lower) (\($0))" } ?? "\(lower) (errno \(e))"
+}

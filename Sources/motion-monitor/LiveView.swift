@@ -1,0 +1,257 @@
+import Dispatch
+@preconcurrency import Glibc // ioctl, write
+import IIOMotion
+
+/// The terminal the live view draws on: stdout, written with `write(2)` (one call per frame, so
+/// a frame appears whole) and asked for its size.
+enum Terminal {
+    /// Hide the cursor.
+    static let hideCursor = "\u{1B}[?25l"
+    /// Show the cursor and reset colours: what every exit path leaves behind.
+    static let restore = "\u{1B}[0m\u{1B}[?25h"
+    /// Cursor to the top left.
+    static let home = "\u{1B}[H"
+    /// Clear the whole screen (on start and after a resize only, never per frame).
+    static let clearScreen = "\u{1B}[2J"
+    /// Clear to the end of the line / of the screen.
+    static let clearLine = "\u{1B}[K", clearBelow = "\u{1B}[J"
+
+    /// `(columns, rows)` of stdout's terminal, or 80×24 when it does not say.
+    static func size() -> (width: Int, height: Int) {
+        var ws = winsize()
+        if ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &ws) == 0, ws.ws_col > 0, ws.ws_row > 0 {
+            return (Int(ws.ws_col), Int(ws.ws_row))
+        }
+        return (80, 24)
+    }
+
+    /// Writes all of `text` to stdout; errors (a terminal that went away) are ignored.
+    static func write(_ text: String) {
+        var bytes = Array(text.utf8)
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { Glibc.write(STDOUT_FILENO, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            done += n
+        }
+    }
+
+    /// Makes a crash (a trap, SIGSEGV, SIGABRT, Ctrl-\\) leave the cursor visible. The handler
+    /// only calls async-signal-safe functions (`write(2)` of a string literal, `sigaction(2)`,
+    /// `raise(3)`), then hands the signal to whoever had it before (Swift's backtracer, or the
+    /// default action): a fault re-executes the faulting instruction, a sent signal is raised
+    /// again. The orderly exits (the end, Ctrl-C, SIGTERM, SIGHUP, an error) do not come here:
+    /// those signals are waited for on the main thread, which restores the terminal itself.
+    static func restoreOnCrash() {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { signal in
+            let text: StaticString = "\u{1B}[0m\u{1B}[?25h\r\n"
+            _ = Glibc.write(STDOUT_FILENO, text.utf8Start, text.utf8CodeUnitCount)
+            _ = sigaction(signal, previousActions + Int(signal), nil)
+            if signal == SIGABRT || signal == SIGQUIT { _ = raise(signal) }
+        }
+        sigemptyset(&action.sa_mask)
+        for s in crashSignals {
+            sigaction(s, &action, previousActions + Int(s))
+        }
+    }
+
+    private static let crashSignals = [SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGFPE, SIGABRT, SIGQUIT]
+}
+
+/// The actions the crash handler replaced, by signal number: filled before the handler is installed,
+/// only read by it (no allocation or lock in the handler: the global is initialised by then).
+nonisolated(unsafe) private let previousActions = UnsafeMutablePointer<sigaction>.allocate(capacity: 65) // written before any handler can run, then read-only
+
+/// The live view: one panel per requested sensor, redrawn in place at the update interval (at
+/// most 30 times a second) by moving the cursor home and overwriting each line (clear to end of
+/// line, then clear below): no full clear per frame, so no flicker.
+///
+/// Confinement: every method runs on the output queue (the library's handlers, the frame timer,
+/// and the main thread's `queue.sync` for resize, suspend and the end), so it needs no lock.
+final class LiveView: @unchecked Sendable { // mutable state is touched only on `queue` (dispatchPrecondition)
+    private let queue: DispatchQueue
+    private let style: ScreenStyle
+    private let log: CSVLog?
+    private var screen: ScreenModel
+    private var size = Terminal.size()
+    private var timer: (any DispatchSourceTimer)?
+    private let framePeriod: Double
+    private let started = monotonicSeconds()
+    private var active = false
+    /// Per panel: gap counters, and the history the measured rates come from.
+    private var gaps: [SensorKind: GapCounter] = [:]
+    private var sampleHistory: [SensorKind: [(t: Double, n: Int)]] = [:]
+    private var updateHistory: [SensorKind: [(t: Double, n: Int)]] = [:]
+    private var lastShown: [SensorKind: Sample] = [:]
+
+    /// - Parameters:
+    ///   - queue: the output queue.
+    ///   - style: colour and Unicode.
+    ///   - options: `--interval`, `--rate`, `--uri`.
+    ///   - sensors: the requested sensors, present (their info) or missing (nil).
+    ///   - units: the units shown.
+    ///   - log: the `--csv` log, whose row count the view shows.
+    init(queue: DispatchQueue, style: ScreenStyle, options: MonitorOptions,
+         sensors: [(kind: SensorKind, info: SensorInfo?)], log: CSVLog?) {
+        self.queue = queue
+        self.style = style
+        self.log = log
+        framePeriod = max(options.interval, 1.0 / 30)
+        let panels = sensors.map { s in
+            PanelModel(kind: s.kind, device: s.info?.deviceDescription, requestedRate: options.rate, interval: options.interval,
+                       range: s.info.map { LiveScreen.range(of: $0, units: options.units) } ?? 1,
+                       unit: Format.unit(s.kind, options.units))
+        }
+        screen = ScreenModel(uri: options.uri, elapsed: 0, log: log.map { ($0.name, 0, nil) }, panels: panels)
+    }
+
+    /// Takes the terminal: hides the cursor, clears the screen once, starts the frame timer.
+    func start() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        active = true
+        Terminal.write(Terminal.hideCursor + Terminal.home + Terminal.clearScreen)
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now(), repeating: framePeriod, leeway: .milliseconds(5))
+        timer.setEventHandler { [weak self] in self?.draw() }
+        timer.resume()
+        self.timer = timer
+    }
+
+    /// What the library says about a started sensor.
+    func configure(_ kind: SensorKind, mode: SensorMode?, frequency: Double?) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        update(panel: kind) { $0.mode = mode; $0.frequency = frequency }
+        let period = mode == .buffered ? frequency.map { 1 / $0 } : nil
+        gaps[kind] = GapCounter(period: period)
+    }
+
+    /// New samples of a sensor (oldest first); `received` counts them all, also past `--count`.
+    func update(_ kind: SensorKind, _ samples: ArraySlice<Sample>, received: Int) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let last = samples.last else { return }
+        var lost: Int?
+        if var g = gaps[kind] {
+            for s in samples { g.add(s.timestamp) }
+            gaps[kind] = g
+            lost = g.period == nil ? nil : g.missing
+        }
+        var total = 0
+        update(panel: kind) { p in
+            p.latest = last
+            p.samples += received
+            p.lost = lost
+            total = p.samples
+        }
+        var history = sampleHistory[kind, default: []]
+        history.append((last.timestamp, total))
+        history.removeAll { last.timestamp - $0.t > 2 }
+        sampleHistory[kind] = history
+        if let first = history.first, last.timestamp - first.t > 0.2 {
+            let rate = Double(total - first.n) / (last.timestamp - first.t)
+            update(panel: kind) { $0.measuredRate = rate }
+        }
+    }
+
+    /// The sensor has stopped on an error.
+    func fail(_ kind: SensorKind, _ error: MotionError) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        update(panel: kind) { $0.error = Report.failureMessage(kind, error) }
+        draw()
+    }
+
+    /// A notice of the library.
+    func note(_ text: String) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        if !screen.notes.contains(text) { screen.notes.append(text) }
+    }
+
+    /// The log stopped on a write error.
+    func logStopped(_ failure: String) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        screen.log?.failure = failure
+        draw()
+    }
+
+    /// After SIGWINCH: the new size, one full clear (the terminal may have rewrapped the old frame),
+    /// and a frame.
+    func resize() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        size = Terminal.size()
+        guard active else { return }
+        Terminal.write(Terminal.home + Terminal.clearScreen)
+        draw()
+    }
+
+    /// Before the process stops (Ctrl-Z): the last frame stays, the cursor comes back.
+    func suspend() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard active else { return }
+        draw()
+        active = false
+        Terminal.write("\r\n" + Terminal.restore)
+    }
+
+    /// After it continues: the terminal is taken again.
+    func resume() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !active, timer != nil else { return }
+        active = true
+        size = Terminal.size()
+        Terminal.write(Terminal.hideCursor + Terminal.home + Terminal.clearScreen)
+        draw()
+    }
+
+    /// The end: the final frame stays on the screen, the cursor goes below it, visible, colours
+    /// reset.
+    func finish() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        timer?.cancel()
+        timer = nil
+        guard active else { return }
+        draw()
+        active = false
+        Terminal.write("\r\n" + Terminal.restore)
+    }
+
+    /// The frame as it is now (for tests and for the final screen).
+    var frame: [String] {
+        LiveScreen.lines(screen, width: size.width, height: size.height, style: style)
+    }
+
+    private func draw() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard active else { return }
+        let now = monotonicSeconds()
+        screen.elapsed = now - started
+        if let log { screen.log?.rows = log.totalRows }
+        for i in screen.panels.indices {
+            let kind = screen.panels[i].kind
+            if let s = screen.panels[i].latest, lastShown[kind] != s {
+                lastShown[kind] = s
+                screen.panels[i].shown += 1
+            }
+            var history = updateHistory[kind, default: []]
+            history.append((now, screen.panels[i].shown))
+            history.removeAll { now - $0.t > 2 }
+            updateHistory[kind] = history
+            if let first = history.first, now - first.t > 0.5 {
+                screen.panels[i].measuredUpdates = Double(screen.panels[i].shown - first.n) / (now - first.t)
+            }
+        }
+        let lines = frame
+        var text = Terminal.home
+        for (i, line) in lines.enumerated() {
+            text += line + Terminal.clearLine
+            if i < lines.count - 1 { text += "\r\n" }
+        }
+        text += Terminal.clearBelow
+        Terminal.write(text)
+    }
+
+    private func update(panel kind: SensorKind, _ change: (inout PanelModel) -> Void) {
+        guard let i = screen.panels.firstIndex(where: { $0.kind == kind }) else { return }
+        change(&screen.panels[i])
+    }
+}
