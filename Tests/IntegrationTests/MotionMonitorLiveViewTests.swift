@@ -1,0 +1,218 @@
+import Foundation
+import Glibc
+import Testing
+
+// The live view, driven in a real terminal: tmux runs `iio-sim … -- motion-monitor` in a detached
+// session; `capture-pane` reads the screen, `send-keys C-c` is a user's Ctrl-C, `pipe-pane` keeps the
+// raw bytes (to check the escapes: one clear at start, none per frame, the cursor hidden then shown),
+// and `#{cursor_flag}` is tmux's own view of whether the cursor is visible.
+
+@Suite("motion-monitor's live view in tmux", .serialized, .timeLimit(.minutes(3)),
+       .enabled(if: LiveRuns.ready, Comment(rawValue: LiveRuns.notReadyReason)))
+struct MotionMonitorLiveViewTests {
+    @Test("Panels with values and bars, the log beside them; Ctrl-C restores the terminal and keeps the log whole")
+    func panelsAndCtrlC() throws {
+        let t = try LiveRuns.Session(width: 100, height: 40,
+                                     sim: ["--fixture", "bmi160", "--motion", "tilt:deg=30,move=1,hold=1"],
+                                     monitor: ["--csv", "LOG"])
+        defer { t.close() }
+        // Values and measured rates are there once samples have arrived for a second.
+        let screen = try t.waitFor { $0.contains("Gyroscope") && $0.contains("  z   -") && $0.contains("Hz, measured 2") }
+        #expect(screen.contains("Accelerometer  iio:device0 (bmi160)  buffered  ±2.00 g"), "\(screen)")
+        #expect(screen.contains("Gyroscope  iio:device0 (bmi160)  buffered  ±34.9 rad/s"), "\(screen)")
+        for axis in ["x", "y", "z"] { #expect(screen.contains("  \(axis)  "), "\(screen)") }
+        #expect(screen.contains(" g     ─") && screen.contains("│"), "bars: \(screen)")
+        #expect(screen.contains("█"), "the z bar is filled (−1 g): \(screen)")
+        #expect(screen.contains("log \(t.log): "), "\(screen)")
+        #expect(screen.contains("  sampling 25 Hz, measured ") && screen.contains("; view every 0.1 s, measured "), "\(screen)")
+        #expect(screen.split(separator: "\n").allSatisfy { $0.count < 100 }, "no line reaches the last column")
+        #expect(t.cursorVisible == false, "the cursor is hidden while the view runs")
+        let colored = t.colored.contains("\u{1B}[")
+        #expect(colored, "colour on a terminal without NO_COLOR")
+        usleep(2_000_000)
+
+        t.keys("C-c")
+        let end = try t.waitFor { $0.contains("EXIT=") }
+        #expect(end.contains("EXIT=0"), "\(end)")
+        #expect(end.contains("motion-monitor: logged "), "the summary after the view: \(end)")
+        #expect(t.cursorVisible == true, "the cursor is visible again")
+        let raw = t.raw
+        let clears = raw.components(separatedBy: "\u{1B}[2J").count - 1
+        let frames = raw.components(separatedBy: "\u{1B}[H").count - 1
+        #expect(clears == 1, "one clear, at the start, not one per frame: \(clears) clears, \(frames) frames")
+        #expect(frames > 10, "frames redraw from the top left: \(frames)")
+        let hidden = raw.range(of: "\u{1B}[?25l", options: .backwards)
+        let shownAfter = hidden.map { raw[$0.upperBound...].contains("\u{1B}[?25h") } ?? false
+        #expect(hidden != nil && shownAfter, "the cursor is hidden, then shown after it was last hidden")
+        let log = try String(contentsOfFile: t.log, encoding: .utf8)
+        #expect(log.hasPrefix("timestamp,sensor,device,x,y,z\n") && log.hasSuffix("\n"))
+        #expect(log.split(separator: "\n").count > 80, "about 2 s at 25 Hz × 2 sensors")
+    }
+
+    @Test("A missing sensor's panel is its availability message; SIGTERM restores the terminal; --no-color has no colour")
+    func availabilityAndSIGTERM() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fixture = dir + "/accel-only.json"
+        try Data(#"""
+            { "description": "an accelerometer only",
+              "devices": [ { "name": "acc", "attributes": { "in_accel_scale": "0.01" },
+                             "channels": [ { "id": "accel_x", "value": 0 }, { "id": "accel_y", "value": 0 },
+                                           { "id": "accel_z", "value": 981 } ] } ] }
+            """#.utf8).write(to: URL(fileURLWithPath: fixture))
+        let t = try LiveRuns.Session(width: 90, height: 30, sim: ["--fixture", fixture], monitor: ["--no-color"])
+        defer { t.close() }
+        let screen = try t.waitFor { $0.contains("samples") }
+        #expect(screen.contains("Accelerometer  iio:device0 (acc)  polled"), "\(screen)")
+        #expect(screen.contains("This device has no gyroscope."), "\(screen)")
+        #expect(screen.contains("note: Polling iio:device0 (acc) instead of streaming its buffer"), "\(screen)")
+        let colored = t.colored.contains("\u{1B}[3")
+        #expect(!colored, "--no-color")
+        #expect(t.cursorVisible == false)
+        kill(try t.pid(), SIGTERM)
+        let end = try t.waitFor { $0.contains("EXIT=") }
+        #expect(end.contains("EXIT=0"), "\(end)")
+        #expect(end.contains("This device has no gyroscope."), "repeated on stderr once the view is gone: \(end)")
+        #expect(t.cursorVisible == true)
+    }
+
+    @Test("A resize redraws at the new width; an unplugged sensor shows its error in its panel and the run ends with 74")
+    func resizeAndError() throws {
+        let t = try LiveRuns.Session(width: 120, height: 40, sim: ["--fixture", "lsm6dsx", "--unplug", "iio:device0@3"], monitor: [])
+        defer { t.close() }
+        let wide = try t.waitFor { $0.contains("Gyroscope") && $0.contains("samples") }
+        let wideBar = wide.split(separator: "\n").first { $0.hasPrefix("  z ") }.map(\.count) ?? 0
+        #expect(wideBar > 100, "\(wide)")
+        t.tmux(["resize-window", "-t", t.name, "-x", "60", "-y", "40"])
+        let narrow = try t.waitFor { s in
+            s.split(separator: "\n").first { $0.hasPrefix("  z ") }.map { $0.count < 60 } ?? false
+        }
+        #expect(narrow.split(separator: "\n").allSatisfy { $0.count < 60 }, "\(narrow)")
+        #expect(narrow.contains("─│─"), "bars still fit: \(narrow)")
+        let failed = try t.waitFor { $0.contains("Accelerometer encountered error:") }
+        #expect(failed.contains("iio:device0 (lsm6dso_accel)"), "\(failed)")
+        t.keys("C-c")
+        let end = try t.waitFor { $0.contains("EXIT=") }
+        #expect(end.contains("EXIT=74"), "\(end)")
+        #expect(t.cursorVisible == true)
+    }
+}
+
+// MARK: - tmux
+
+private enum LiveRuns {
+    static let notReadyReason: String = {
+        if !SimHarness.installed("tmux") { return "tmux is not installed (apt-get install tmux; scripts/install-deps should add it)" }
+        for binary in ["motion-monitor", "iio-sim"] where !FileManager.default.isExecutableFile(atPath: SimHarness.product(binary)) {
+            return "\(binary) is not built (swift build)"
+        }
+        guard let probe = try? SimHarness.run(SimHarness.product("iio-sim"), ["--fixture", "bmi160", "--", "true"]), probe.status == 0 else {
+            return "iio-sim cannot create its namespaces on this machine"
+        }
+        return ""
+    }()
+
+    static var ready: Bool {
+        if !notReadyReason.isEmpty { print("skipping the live-view tests: \(notReadyReason)") }
+        return notReadyReason.isEmpty
+    }
+
+    /// A detached tmux session on a private server running `iio-sim SIM -- motion-monitor ARGS`,
+    /// then `echo EXIT=$?` and a sleep, so the last screen can be read.
+    final class Session {
+        let name = "mm"
+        let socket = "mm-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let folder: String
+        /// The `--csv` file when the arguments say `LOG`.
+        let log: String
+
+        init(width: Int, height: Int, sim: [String], monitor: [String]) throws {
+            folder = try SimHarness.temporaryDirectory()
+            log = folder + "/live.csv"
+            let args = [SimHarness.product("iio-sim")] + sim + ["--", SimHarness.product("motion-monitor")]
+                + monitor.map { $0 == "LOG" ? log : $0 }
+            let quoted = args.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+            // The view's pid is written first, so a test can signal iio-sim (which forwards it).
+            let command = "sh -c 'echo $$ > \(folder)/pid; exec \"$0\" \"$@\"' \(quoted) 2>&1; echo EXIT=$?; sleep 60"
+            tmux(["-f", "/dev/null", "new-session", "-d", "-s", name, "-x", "\(width)", "-y", "\(height)",
+                  "-e", "LANG=C.UTF-8", "-e", "NO_COLOR=", command])
+            tmux(["set-option", "-t", name, "remain-on-exit", "on"])
+            tmux(["pipe-pane", "-t", name, "-o", "cat >> \(folder)/raw"])
+        }
+
+        /// Runs `tmux -L SOCKET ARGS…` and returns its stdout. Spawned directly with an empty
+        /// signal mask and default dispositions: tmux lives on SIGCHLD and SIGTERM, which the test
+        /// process's threads may have blocked (a child inherits the mask), and then hangs.
+        @discardableResult
+        func tmux(_ args: [String]) -> String {
+            let out = folder + "/tmux.out"
+            let argv = ["tmux", "-L", socket] + args
+            var attributes = posix_spawnattr_t()
+            posix_spawnattr_init(&attributes)
+            defer { posix_spawnattr_destroy(&attributes) }
+            var none = sigset_t(), all = sigset_t()
+            sigemptyset(&none)
+            sigfillset(&all)
+            posix_spawnattr_setsigmask(&attributes, &none)
+            posix_spawnattr_setsigdefault(&attributes, &all)
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+            var cArgs = argv.map { strdup($0) } + [nil]
+            defer { for p in cArgs { free(p) } }
+            var pid: pid_t = 0
+            guard posix_spawnp(&pid, "tmux", &actions, &attributes, &cArgs, environ) == 0 else { return "" }
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            return (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        }
+
+        /// The screen as text.
+        var screen: String { tmux(["capture-pane", "-p", "-t", name]) }
+
+        /// The screen with its colours as escapes.
+        var colored: String { tmux(["capture-pane", "-p", "-e", "-t", name]) }
+
+        /// The raw bytes the pane received.
+        var raw: String { (try? String(contentsOfFile: folder + "/raw", encoding: .utf8)) ?? "" }
+
+        /// tmux's cursor_flag: is the cursor visible?
+        var cursorVisible: Bool? {
+            switch tmux(["display", "-p", "-t", name, "#{cursor_flag}"]).trimmingCharacters(in: .whitespacesAndNewlines) {
+            case "1": true
+            case "0": false
+            default: nil
+            }
+        }
+
+        func keys(_ keys: String) { tmux(["send-keys", "-t", name, keys]) }
+
+        /// iio-sim's pid.
+        func pid() throws -> pid_t {
+            let text = try String(contentsOfFile: folder + "/pid", encoding: .utf8)
+            return try #require(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+        }
+
+        /// Waits up to 20 s for the screen to satisfy `condition`; returns it.
+        func waitFor(_ condition: (String) -> Bool) throws -> String {
+            let deadline = Date().addingTimeInterval(20)
+            var last = ""
+            while Date() < deadline {
+                last = screen
+                if condition(last) { return last }
+                usleep(100_000)
+            }
+            Issue.record("timed out; the screen:\n\(last)")
+            return last
+        }
+
+        func close() {
+            tmux(["kill-server"])
+            try? FileManager.default.removeItem(atPath: folder)
+        }
+    }
+}
