@@ -304,8 +304,10 @@ extension MotionManager {
     /// is removed and the error returned.
     private func start(_ kind: SensorKind, _ delivery: StreamHub.Consumer.Delivery) -> (id: Int?, error: MotionError?) {
         if case .failure(let e) = plan(kind) { return (nil, e) }
+        // Counts restart when the sensor goes from idle to active, not when a second consumer joins.
+        let wasActive = hub.isActive(kind)
         let id = hub.add(kind, delivery)
-        hub.state.withLock { $0.sensors[kind]?.statistics = UpdateStatistics() }
+        if !wasActive { hub.state.withLock { $0.sensors[kind]?.statistics = UpdateStatistics() } }
         let plans = activePlans()
         let failures = hub.control.sync { hub.reconcile(plans: plans, uri: uri) }
         if let e = failures[kind] {
