@@ -94,9 +94,13 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
                 return "\(target): \(cause). Check that /sys/bus/iio/devices is readable."
             }
             return "\(target): \(cause). Check that iiod is running on that host and that the address and port are right."
+        case .permissionDenied where attribute?.hasSuffix("_raw") == true:
+            return "\(action) failed: \(cause). The kernel makes raw files readable by everyone, so a local policy "
+                + "restricted this one: restore read access, or stream from the buffer instead, which "
+                + "`sudo scripts/install-udev` allows for the group iio (then log in again)."
         case .permissionDenied:
-            return "\(action) failed: \(cause). Install the udev rules in udev/ with scripts/install-udev "
-                + "(then re-plug the device or run `sudo udevadm trigger`), or run as root."
+            return "\(action) failed: \(cause). Install the udev rules in udev/ with `sudo scripts/install-udev` "
+                + "(then log in again so the group iio applies), or run as root."
         case .deviceBusy:
             return "\(action) failed: \(cause). Another process such as iio-sensor-proxy or iiod usually holds the device, "
                 + "or its buffer is running (many drivers refuse polled reads while buffering); "

@@ -3,11 +3,19 @@ import Testing
 
 @Suite("Error descriptions")
 struct ErrorTests {
-    @Test("EACCES points at the udev rules")
+    @Test("EACCES on a raw file says the kernel makes it readable, and how to stream instead")
     func permission() {
         let e = MotionError.io(13, call: "iio_channel_attr_read", device: "iio:device0 (bmi160)", attribute: "in_accel_x_raw")
         #expect(e.code == .permissionDenied)
         #expect(e.description.hasPrefix("Reading in_accel_x_raw of iio:device0 (bmi160) failed: permission denied (EACCES, errno 13, from iio_channel_attr_read)."))
+        #expect(e.description.contains("readable by everyone"))
+        #expect(e.description.contains("scripts/install-udev"))
+    }
+
+    @Test("EACCES elsewhere points at the udev rules")
+    func permissionBuffer() {
+        let e = MotionError.io(13, call: "iio_device_create_buffer", device: "iio:device0 (bmi160)", attribute: nil)
+        #expect(e.code == .permissionDenied)
         #expect(e.description.contains("udev/"))
         #expect(e.description.contains("scripts/install-udev"))
     }

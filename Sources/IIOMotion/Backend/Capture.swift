@@ -79,7 +79,7 @@ final class JoinableThread: Sendable {
 final class DeviceCapture: Sendable {
     let settings: CaptureSettings
     private let deliver: @Sendable (UnsafeBufferPointer<CapturedSample>) -> Void
-    private let fail: @Sendable (MotionError) -> Void
+    private let fail: @Sendable ([SensorKind], MotionError, Bool) -> Void
     private let state = Locked(State())
     private let wake = DispatchSemaphore(value: 0)
     private let started = DispatchSemaphore(value: 0)
@@ -94,10 +94,12 @@ final class DeviceCapture: Sendable {
     /// - Parameters:
     ///   - settings: what to capture.
     ///   - deliver: called on the capture thread with each batch (valid only during the call).
-    ///   - fail: called on the capture thread once, when the capture ends on an error.
+    ///   - fail: called on the capture thread when sensors fail: which ones, why, and whether the
+    ///     capture ended (a buffered capture fails whole; a polled one drops only the failing
+    ///     sensor and goes on polling the others).
     init(settings: CaptureSettings,
          deliver: @escaping @Sendable (UnsafeBufferPointer<CapturedSample>) -> Void,
-         fail: @escaping @Sendable (MotionError) -> Void) {
+         fail: @escaping @Sendable ([SensorKind], MotionError, Bool) -> Void) {
         self.settings = settings
         self.deliver = deliver
         self.fail = fail
@@ -356,7 +358,7 @@ final class DeviceCapture: Sendable {
                 if written > 0 { deliver(UnsafeBufferPointer(rebasing: batch[0..<written])) }
             case .failure(let e):
                 if isStopping { return }
-                fail(refillError(e, timeout: prepared.status.timeout))
+                fail(settings.plans.map(\.info.kind), refillError(e, timeout: prepared.status.timeout), true)
                 return
             }
         }
@@ -389,17 +391,23 @@ final class DeviceCapture: Sendable {
         let batch = UnsafeMutableBufferPointer<CapturedSample>.allocate(capacity: settings.plans.count)
         defer { batch.deallocate() }
         var next = monotonicSeconds()
+        var live = Array(settings.plans.indices)
         while !isStopping {
-            for (i, plan) in settings.plans.enumerated() {
+            var count = 0
+            for i in live {
+                let plan = settings.plans[i]
                 do throws(MotionError) {
                     let (v, t) = try PolledReader.readSI(context: context, device: device, channels: layout.rawChannels[i], info: plan.info)
-                    batch[i] = CapturedSample(kind: plan.info.kind, x: v.x, y: v.y, z: v.z, timestamp: t)
+                    batch[count] = CapturedSample(kind: plan.info.kind, x: v.x, y: v.y, z: v.z, timestamp: t)
+                    count += 1
                 } catch {
-                    if !isStopping { fail(error) }
-                    return
+                    if isStopping { return }
+                    live.removeAll { $0 == i }
+                    fail([plan.info.kind], error, live.isEmpty)
+                    if live.isEmpty { return }
                 }
             }
-            deliver(UnsafeBufferPointer(batch))
+            if count > 0 { deliver(UnsafeBufferPointer(rebasing: batch[0..<count])) }
             next += period
             let now = monotonicSeconds()
             if next < now { next = now }  // fell behind: do not try to catch up

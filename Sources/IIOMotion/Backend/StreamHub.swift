@@ -55,6 +55,7 @@ final class StreamHub: Sendable {
         var sensors: [SensorKind: Sensor] = [:]
         var captures: [String: RunningCapture] = [:]
         var nextConsumer = 0
+        var nextCaptureSerial = 0
         var timeout: Double?
         var preference: SensorMode.Preference = .auto
         var noticeHandler: (@Sendable (String) -> Void)?
@@ -65,6 +66,9 @@ final class StreamHub: Sendable {
     struct RunningCapture: Sendable {
         var capture: DeviceCapture
         var key: CaptureKey
+        /// Identifies this capture among the device's successive ones (a failure report from an
+        /// old capture must not stop its replacement).
+        var serial: Int
     }
 
     /// What decides whether a running capture still fits.
@@ -175,14 +179,20 @@ final class StreamHub: Sendable {
             let settings = CaptureSettings(uri: uri, plans: devicePlans, interval: key.interval, everySample: key.everySample,
                                            requestedRate: key.rate,
                                            timeout: key.timeout, preference: key.preference)
+            let serial = state.withLock { s -> Int in
+                s.nextCaptureSerial += 1
+                return s.nextCaptureSerial
+            }
             let capture = DeviceCapture(
                 settings: settings,
                 deliver: { [weak self] batch in self?.deliver(batch) },
-                fail: { [weak self] error in self?.captureFailed(deviceID: id, kinds: key.kinds, error: error) })
+                fail: { [weak self] kinds, error, ended in
+                    self?.captureFailed(deviceID: id, serial: serial, kinds: kinds, error: error, ended: ended)
+                })
             do throws(MotionError) {
                 let status = try capture.start()
                 let notice: (@Sendable (String) -> Void)? = state.withLock { s in
-                    s.captures[id] = RunningCapture(capture: capture, key: key)
+                    s.captures[id] = RunningCapture(capture: capture, key: key, serial: serial)
                     for k in key.kinds { s.sensors[k]?.status = status }
                     if let reason = status.fallbackReason, s.announced.insert(reason).inserted { return s.noticeHandler }
                     return nil
@@ -254,12 +264,15 @@ final class StreamHub: Sendable {
         Self.dispatch(jobs)
     }
 
-    /// A capture ended on an error: its sensors stop, their consumers hear why, the others go on.
-    private func captureFailed(deviceID: String, kinds: [SensorKind], error: MotionError) {
+    /// Sensors of a capture failed: they stop and their consumers hear why; the others go on.
+    /// When the capture itself `ended`, it is removed and joined (on ``control``), unless it has
+    /// already been replaced by a newer capture of the same device.
+    private func captureFailed(deviceID: String, serial: Int, kinds: [SensorKind], error: MotionError, ended: Bool) {
         fail(kinds: kinds, error: error)
+        guard ended else { return }
         control.async { [self] in
             let run = state.withLock { s -> RunningCapture? in
-                let r = s.captures[deviceID]
+                guard let r = s.captures[deviceID], r.serial == serial else { return nil }
                 s.captures[deviceID] = nil
                 return r
             }
