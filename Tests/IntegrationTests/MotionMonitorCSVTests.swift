@@ -162,20 +162,9 @@ private enum CSVRuns {
     static let monitor = SimHarness.product("motion-monitor")
     static let sim = SimHarness.product("iio-sim")
 
-    static let notReadyReason: String = {
-        for binary in [monitor, sim] where !FileManager.default.isExecutableFile(atPath: binary) {
-            return "\(binary) is not built (swift build)"
-        }
-        guard let probe = try? SimHarness.run(sim, ["--fixture", "bmi160", "--", "true"]), probe.status == 0 else {
-            return "iio-sim cannot create its namespaces on this machine"
-        }
-        return ""
-    }()
+    static var notReadyReason: String { SimHarness.monitorNotReadyReason }
 
-    static var ready: Bool {
-        if !notReadyReason.isEmpty { print("skipping motion-monitor --csv tests: \(notReadyReason)") }
-        return notReadyReason.isEmpty
-    }
+    static var ready: Bool { SimHarness.monitorReady("motion-monitor --csv tests", extra: notReadyReason) }
 
     struct Run: CustomStringConvertible {
         var status: Int32

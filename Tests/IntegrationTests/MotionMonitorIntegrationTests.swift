@@ -234,22 +234,9 @@ private enum Tools {
     static let sim = SimHarness.product("iio-sim")
     static let fixturesDirectory = SimHarness.fixturesDirectory
 
-    /// Why the suite cannot run here, or "" when it can.
-    static let notReadyReason: String = {
-        for binary in [monitor, sim] where !FileManager.default.isExecutableFile(atPath: binary) {
-            return "\(binary) is not built (swift build)"
-        }
-        // iio-sim needs unprivileged user namespaces (some containers forbid them).
-        guard let probe = try? run(sim, ["--fixture", "bmi160", "--", "true"]), probe.status == 0 else {
-            return "iio-sim cannot create its namespaces on this machine"
-        }
-        return ""
-    }()
+    static var notReadyReason: String { SimHarness.monitorNotReadyReason }
 
-    static var ready: Bool {
-        if !notReadyReason.isEmpty { print("skipping motion-monitor integration tests: \(notReadyReason)") }
-        return notReadyReason.isEmpty
-    }
+    static var ready: Bool { SimHarness.monitorReady("motion-monitor integration tests", extra: notReadyReason) }
 
     /// Whether a program is on PATH or in /usr/sbin.
     static func has(_ name: String) -> Bool { SimHarness.installed(name) }

@@ -101,21 +101,10 @@ struct MotionMonitorLiveViewTests {
 // MARK: - tmux
 
 private enum LiveRuns {
-    static let notReadyReason: String = {
-        if !SimHarness.installed("tmux") { return "tmux is not installed (apt-get install tmux; scripts/install-deps should add it)" }
-        for binary in ["motion-monitor", "iio-sim"] where !FileManager.default.isExecutableFile(atPath: SimHarness.product(binary)) {
-            return "\(binary) is not built (swift build)"
-        }
-        guard let probe = try? SimHarness.run(SimHarness.product("iio-sim"), ["--fixture", "bmi160", "--", "true"]), probe.status == 0 else {
-            return "iio-sim cannot create its namespaces on this machine"
-        }
-        return ""
-    }()
+    static let notReadyReason: String = SimHarness.installed("tmux") ? SimHarness.monitorNotReadyReason
+        : "tmux is not installed (apt-get install tmux; scripts/install-deps does)"
 
-    static var ready: Bool {
-        if !notReadyReason.isEmpty { print("skipping the live-view tests: \(notReadyReason)") }
-        return notReadyReason.isEmpty
-    }
+    static var ready: Bool { SimHarness.monitorReady("the live-view tests", extra: notReadyReason) }
 
     /// A detached tmux session on a private server running `iio-sim SIM -- motion-monitor ARGS`,
     /// then `echo EXIT=$?` and a sleep, so the last screen can be read.

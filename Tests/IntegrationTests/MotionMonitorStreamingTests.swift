@@ -299,22 +299,9 @@ private enum Streams {
     static let monitor = SimHarness.product("motion-monitor")
     static let sim = SimHarness.product("iio-sim")
 
-    /// Why the suite cannot run here, or "" when it can.
-    static let notReadyReason: String = {
-        for binary in [monitor, sim] where !FileManager.default.isExecutableFile(atPath: binary) {
-            return "\(binary) is not built (swift build)"
-        }
-        // iio-sim needs unprivileged user namespaces (some containers forbid them).
-        guard let probe = try? SimHarness.run(sim, ["--fixture", "bmi160", "--", "true"]), probe.status == 0 else {
-            return "iio-sim cannot create its namespaces on this machine"
-        }
-        return ""
-    }()
+    static var notReadyReason: String { SimHarness.monitorNotReadyReason }
 
-    static var ready: Bool {
-        if !notReadyReason.isEmpty { print("skipping motion-monitor streaming tests: \(notReadyReason)") }
-        return notReadyReason.isEmpty
-    }
+    static var ready: Bool { SimHarness.monitorReady("motion-monitor streaming tests", extra: notReadyReason) }
 
     /// One run of motion-monitor inside iio-sim, with the device files dumped just before it.
     struct Run: CustomStringConvertible {

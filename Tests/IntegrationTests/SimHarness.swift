@@ -23,6 +23,25 @@ enum SimHarness {
         return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug")
     }()
 
+    /// Why motion-monitor cannot be run under iio-sim here, or "" when it can: the binaries must be
+    /// built and iio-sim must be able to create its namespaces (some containers forbid them).
+    static let monitorNotReadyReason: String = {
+        for binary in ["motion-monitor", "iio-sim"] where !FileManager.default.isExecutableFile(atPath: product(binary)) {
+            return "\(binary) is not built (swift build)"
+        }
+        guard let probe = try? run(product("iio-sim"), ["--fixture", "bmi160", "--", "true"]), probe.status == 0 else {
+            return "iio-sim cannot create its namespaces on this machine"
+        }
+        return ""
+    }()
+
+    /// Whether a suite that runs motion-monitor under iio-sim can run; says why not, once per suite.
+    static func monitorReady(_ suite: String, extra: String = "") -> Bool {
+        let reason = extra.isEmpty ? monitorNotReadyReason : extra
+        if !reason.isEmpty { print("skipping \(suite): \(reason)") }
+        return reason.isEmpty
+    }
+
     /// Path of a built product.
     static func product(_ name: String) -> String { productsDirectory.appendingPathComponent(name).path }
 
