@@ -38,17 +38,174 @@ enum CSVFormat {
     /// nanoseconds, exactly), the sensor, the IIO device id, and x/y/z in the shortest text that
     /// parses back to the same `Double`.
     static func row(_ s: Sample, sensor: SensorKind, device: String) -> String {
-        "\(timestamp(s.timestamp)),\(sensor.rawValue),\(device),\(JSONValue.number(text: s.x)),\(JSONValue.number(text: s.y)),\(JSONValue.number(text: s.z))\n"
+        var out = CSVBytes(capacity: 256)
+        defer { out.free() }
+        appendRow(s, labels: labels(sensor: sensor, device: device), to: &out)
+        return out.string
     }
 
     /// `812.999438968`: seconds with exactly nine decimals, computed from whole nanoseconds so no
     /// binary-to-decimal rounding shows (a kernel timestamp comes back as its nanosecond count).
     static func timestamp(_ t: Double) -> String {
-        guard t.isFinite, abs(t) < 9e9 else { return t.isFinite ? t.description : "nan" }
+        var out = CSVBytes(capacity: 64)
+        defer { out.free() }
+        appendTimestamp(t, to: &out)
+        return out.string
+    }
+
+    /// `,accelerometer,iio:device0,`: the bytes between a row's timestamp and its x.
+    static func labels(sensor: SensorKind, device: String) -> [UInt8] {
+        Array(",\(sensor.rawValue),\(device),".utf8)
+    }
+
+    /// The most bytes one row can take besides its labels: a timestamp or value is at most 24
+    /// characters (`-2.2250738585072014e-308`), plus separators and the newline.
+    static let rowSlack = 4 * 25 + 4
+
+    /// Appends ``row(_:sensor:device:)`` as bytes, without making any `String`.
+    /// - Parameter labels: ``labels(sensor:device:)``.
+    @inline(__always)
+    static func appendRow(_ s: Sample, labels: [UInt8], to out: inout CSVBytes) {
+        out.reserve(labels.count + rowSlack)
+        appendTimestamp(s.timestamp, to: &out)
+        labels.withUnsafeBufferPointer { out.appendUnchecked($0) }
+        appendValue(s.x, to: &out)
+        out.appendUnchecked(UInt8(ascii: ","))
+        appendValue(s.y, to: &out)
+        out.appendUnchecked(UInt8(ascii: ","))
+        appendValue(s.z, to: &out)
+        out.appendUnchecked(UInt8(ascii: "\n"))
+    }
+
+    /// The shortest round-trip text (`Double.description`, written straight into the buffer), or
+    /// `null` for a value that is not finite (as ``JSONValue/number(text:)``).
+    @inline(__always)
+    static func appendValue(_ d: Double, to out: inout CSVBytes) {
+        if d.isFinite {
+            d.write(to: &out)
+        } else {
+            out.appendASCII("null")
+        }
+    }
+
+    /// Appends ``timestamp(_:)`` as bytes (needs 25 bytes reserved).
+    @inline(__always)
+    static func appendTimestamp(_ t: Double, to out: inout CSVBytes) {
+        guard t.isFinite, abs(t) < 9e9 else {
+            if t.isFinite { t.write(to: &out) } else { out.appendASCII("nan") }
+            return
+        }
         let ns = Int64((abs(t) * 1e9).rounded())
-        let fraction = String(ns % 1_000_000_000)
-        let sign = t < 0 && ns != 0 ? "-" : ""
-        return "\(sign)\(ns / 1_000_000_000).\(String(repeating: "0", count: 9 - fraction.count))\(fraction)"
+        if t < 0 && ns != 0 { out.appendUnchecked(UInt8(ascii: "-")) }
+        out.appendDecimal(UInt64(ns / 1_000_000_000))
+        out.appendUnchecked(UInt8(ascii: "."))
+        out.appendNineDigits(UInt64(ns % 1_000_000_000))
+    }
+}
+
+/// A growable byte buffer that rows are formatted into, one per log, reused batch after batch:
+/// no allocation per row. Manually managed: ``free()`` it once.
+struct CSVBytes: TextOutputStream {
+    private(set) var base: UnsafeMutablePointer<UInt8>
+    private(set) var capacity: Int
+    /// Bytes in use.
+    private(set) var count = 0
+
+    init(capacity: Int) {
+        self.capacity = max(capacity, 64)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    func free() { base.deallocate() }
+
+    /// Forgets the contents, keeping the memory.
+    mutating func removeAll() { count = 0 }
+
+    /// The contents as text (for the tests and `row`).
+    var string: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// The contents.
+    var bytes: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(start: base, count: count) }
+
+    /// Makes room for `n` more bytes: the `Unchecked` appends after this call may write up to `n`.
+    @inline(__always)
+    mutating func reserve(_ n: Int) {
+        if count + n > capacity { grow(count + n) }
+    }
+
+    @inline(never)
+    private mutating func grow(_ needed: Int) {
+        var newCapacity = capacity * 2
+        while newCapacity < needed { newCapacity *= 2 }
+        let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+        grown.update(from: base, count: count)
+        base.deallocate()
+        base = grown
+        capacity = newCapacity
+    }
+
+    @inline(__always)
+    mutating func appendUnchecked(_ byte: UInt8) {
+        base[count] = byte
+        count += 1
+    }
+
+    @inline(__always)
+    mutating func appendUnchecked(_ b: UnsafeBufferPointer<UInt8>) {
+        guard let from = b.baseAddress else { return }
+        (base + count).update(from: from, count: b.count)
+        count += b.count
+    }
+
+    mutating func appendASCII(_ s: StaticString) {
+        reserve(s.utf8CodeUnitCount)
+        s.withUTF8Buffer { appendUnchecked($0) }
+    }
+
+    /// `n` in decimal, without leading zeros (needs 20 bytes reserved).
+    @inline(__always)
+    mutating func appendDecimal(_ n: UInt64) {
+        var digits = 1
+        var limit: UInt64 = 10
+        while digits < 20 && n >= limit {
+            digits += 1
+            if digits < 20 { limit &*= 10 }
+        }
+        var v = n
+        var i = count + digits - 1
+        repeat {
+            base[i] = UInt8(truncatingIfNeeded: v % 10) &+ UInt8(ascii: "0")
+            v /= 10
+            i -= 1
+        } while i >= count
+        count += digits
+    }
+
+    /// `n` (< 10⁹) in exactly nine digits, zero-padded (needs 9 bytes reserved).
+    @inline(__always)
+    mutating func appendNineDigits(_ n: UInt64) {
+        var v = n
+        var i = count + 8
+        while i >= count {
+            base[i] = UInt8(truncatingIfNeeded: v % 10) &+ UInt8(ascii: "0")
+            v /= 10
+            i -= 1
+        }
+        count += 9
+    }
+
+    // TextOutputStream: how `Double.write(to:)` hands over its digits (as ASCII, without a String).
+    mutating func write(_ string: String) {
+        var s = string
+        s.withUTF8 { u in
+            reserve(u.count)
+            appendUnchecked(u)
+        }
+    }
+
+    mutating func _writeASCII(_ buffer: UnsafeBufferPointer<UInt8>) {
+        reserve(buffer.count)
+        appendUnchecked(buffer)
     }
 }
 
@@ -196,22 +353,25 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
             g.setPeriod(period())
             gaps[kind] = g
         }
-        var text = ""
-        text.reserveCapacity(samples.count * 80)
+        let labels = labelBytes(kind, device: device)
+        var out = buffer
+        out.removeAll()
+        var gap = gaps[kind]!
         for s in samples {
-            text += CSVFormat.row(s, sensor: kind, device: device)
-            gaps[kind]!.add(s.timestamp)
+            CSVFormat.appendRow(s, labels: labels, to: &out)
+            gap.add(s.timestamp)
         }
-        var bytes = Array(text.utf8)
+        gaps[kind] = gap
+        buffer = out
+        let bytes = out.bytes
         if let problem = write(bytes) {
             // Keep whole rows only: cut the file back to after the last newline that made it out.
             failure = "writing \(name) failed: \(problem)"
-            let written = writtenPrefix
-            bytes.removeSubrange(written...)
-            let wholeRows = bytes.count(where: { $0 == UInt8(ascii: "\n") })
+            let made = bytes[..<writtenPrefix]
+            let wholeRows = made.count(where: { $0 == UInt8(ascii: "\n") })
             rows[kind, default: 0] += wholeRows
             if let committed {
-                let keep = committed + Int64(bytes.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? 0)
+                let keep = committed + Int64(made.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? 0)
                 _ = ftruncate(fd, off_t(keep))
                 self.committed = keep
             }
@@ -222,14 +382,33 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
         return true
     }
 
+    /// The bytes each batch is formatted into, reused (freed in `deinit`).
+    private var buffer = CSVBytes(capacity: 1 << 16)
+    /// ``CSVFormat/labels(sensor:device:)`` per sensor, made once.
+    private var labelCache: [SensorKind: (device: String, bytes: [UInt8])] = [:]
+
+    private func labelBytes(_ kind: SensorKind, device: String) -> [UInt8] {
+        if let cached = labelCache[kind], cached.device == device { return cached.bytes }
+        let bytes = CSVFormat.labels(sensor: kind, device: device)
+        labelCache[kind] = (device, bytes)
+        return bytes
+    }
+
+    deinit { buffer.free() }
+
     /// How many bytes of the last ``write(_:)`` reached the file.
     private var writtenPrefix = 0
 
     /// Writes all of `bytes`, retrying short writes and EINTR; returns nil or what went wrong.
     private func write(_ bytes: [UInt8]) -> String? {
+        bytes.withUnsafeBufferPointer { write($0) }
+    }
+
+    /// Writes all of `bytes`, retrying short writes and EINTR; returns nil or what went wrong.
+    private func write(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
         writtenPrefix = 0
         while writtenPrefix < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + writtenPrefix, bytes.count - writtenPrefix) }
+            let n = Glibc.write(fd, bytes.baseAddress! + writtenPrefix, bytes.count - writtenPrefix)
             if n < 0 {
                 if errno == EINTR { continue }
                 return errnoDescription(errno)
