@@ -107,9 +107,52 @@ enum Format {
 
     /// `d` with `digits` decimals (printf's `%.*f`), with an explicit `+` when `sign` is true.
     /// For human output only: JSON uses ``JSONValue/number(text:)``, which round-trips.
+    ///
+    /// Exact, as printf: the binary value is rounded to `digits` decimals half to even, in integer
+    /// arithmetic (no `withVaList`, whose casts cost more than the rest of a printed line).
     static func fixed(_ d: Double, _ digits: Int, sign: Bool = false) -> String {
         guard d.isFinite else { return d.description }
         let d = d + 0.0 // −0 reads +0: a sign on a zero is noise to a person
+        // Exact when the value is a fraction of a power of two (|d| < 2^52) and 10^digits · 2^53 fits.
+        guard digits >= 0, digits <= 19, d.magnitude < 0x1p52 else { return fixedPrintf(d, digits, sign: sign) }
+        var scaled: UInt128 = 0
+        if d != 0 {
+            let m = UInt128(d.significandBitPattern | (d.exponentBitPattern == 0 ? 0 : 1 << 52))
+            let shift = 1075 - Int(d.exponentBitPattern == 0 ? 1 : d.exponentBitPattern) // d = m / 2^shift, shift > 0
+            var power: UInt128 = 1
+            for _ in 0..<digits { power &*= 10 }
+            let product = m * power // < 2^53 · 10^19 < 2^117
+            if shift >= 120 {
+                scaled = 0 // < 2^117 / 2^120 < ½
+            } else {
+                let q = product >> UInt128(shift)
+                let rest = product - (q << UInt128(shift))
+                let half = UInt128(1) << UInt128(shift - 1)
+                scaled = rest > half || (rest == half && q & 1 == 1) ? q + 1 : q
+            }
+        }
+        // Digits, last first, into a small buffer: sign, integer part, point, `digits` decimals.
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { buf in
+            var i = 64
+            var v = scaled
+            var written = 0
+            repeat {
+                if written == digits && digits > 0 { i -= 1; buf[i] = UInt8(ascii: ".") }
+                let (q, r) = v.quotientAndRemainder(dividingBy: 10)
+                i -= 1
+                buf[i] = UInt8(truncatingIfNeeded: r) &+ UInt8(ascii: "0")
+                v = q
+                written += 1
+            } while v != 0 || written <= digits
+            if d < 0 { i -= 1; buf[i] = UInt8(ascii: "-") } else if sign { i -= 1; buf[i] = UInt8(ascii: "+") }
+            return String(decoding: UnsafeBufferPointer(rebasing: buf[i...]), as: UTF8.self)
+        }
+    }
+
+    /// ``fixed(_:_:sign:)`` by `vsnprintf`: for the values the integer route does not cover.
+    static func fixedPrintf(_ d: Double, _ digits: Int, sign: Bool = false) -> String {
+        guard d.isFinite else { return d.description }
+        let d = d + 0.0
         var buffer = [CChar](repeating: 0, count: 64)
         let format = sign ? "%+.*f" : "%.*f"
         _ = withVaList([Int32(digits), d]) { args in

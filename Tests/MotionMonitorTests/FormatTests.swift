@@ -138,3 +138,75 @@ struct FormatTests {
         return String(line[r.upperBound...].prefix { $0 != "," && $0 != "}" })
     }
 }
+
+@Suite("Byte-level number formatting matches the String forms")
+struct ByteFormattingTests {
+    /// Values of every magnitude and sign, from a fixed seed; plus the edges.
+    static func values() -> [Double] {
+        var g = SystemRandomNumberGenerator.Seeded(seed: 0x5EED)
+        var out: [Double] = [0, -0.0, 1, -1, 0.5, -0.5, 0.00005, -0.00005, 0.000049999, 1.5e-7, 2.5, 3.5, 0.125, 0.0625,
+                             9.99995, 99999.99995, 0x1p52 - 1, 0x1p52, 0x1p53, 1e20, -1e22, .leastNonzeroMagnitude,
+                             .leastNormalMagnitude, .greatestFiniteMagnitude / 1e250, 6286.3339975, 6286.3339965, -0.9999951053621777]
+        for _ in 0..<20_000 {
+            let bits = g.next()
+            let d = Double(bitPattern: bits)
+            if d.isFinite { out.append(d) }
+            // Everyday magnitudes, where the rounding of the last printed digit matters.
+            let e = Double(g.next() % 24) - 12
+            out.append((Double(g.next() % 2_000_001) - 1_000_000) / 1_000_000 * pow(10, e))
+            out.append(Double(g.next() % 1_000_000) / 10_000 + 0.00005) // near ties at 4 decimals
+        }
+        return out
+    }
+
+    @Test("fixed(_:_:sign:) is printf's %.*f")
+    func fixedIsPrintf() {
+        for d in Self.values() {
+            for digits in [0, 1, 4, 6, 9] {
+                for sign in [false, true] {
+                    let fast = Format.fixed(d, digits, sign: sign), slow = Format.fixedPrintf(d, digits, sign: sign)
+                    if fast != slow { Issue.record("\(d) \(digits) \(sign): \(fast) != \(slow)"); return }
+                }
+            }
+        }
+    }
+
+    @Test("CSV rows: values are Double.description, timestamps whole nanoseconds")
+    func csvRowsAreTheStringForms() {
+        let values = Self.values()
+        var out = CSVBytes(capacity: 16)
+        defer { out.free() }
+        let labels = CSVFormat.labels(sensor: .gyroscope, device: "iio:device3")
+        var expected = ""
+        for (i, v) in values.enumerated() {
+            let t = [1.0, 6286.333997, 0.000000001, 8999999999.999999, 1e10, -2.25, .infinity][i % 7] + (i % 7 < 4 ? Double(i) * 1e-9 : 0)
+            let s = Sample(timestamp: t, x: v, y: -v, z: i % 3 == 0 ? .nan : v * 3)
+            CSVFormat.appendRow(s, labels: labels, to: &out)
+            func text(_ d: Double) -> String { d.isFinite ? d.description : "null" }
+            let ts: String
+            if t.isFinite, abs(t) < 9e9 {
+                let ns = Int64((abs(t) * 1e9).rounded())
+                let f = String(ns % 1_000_000_000)
+                ts = (t < 0 && ns != 0 ? "-" : "") + "\(ns / 1_000_000_000)." + String(repeating: "0", count: 9 - f.count) + f
+            } else {
+                ts = t.isFinite ? t.description : "nan"
+            }
+            expected += "\(ts),gyroscope,iio:device3,\(text(s.x)),\(text(s.y)),\(text(s.z))\n"
+        }
+        #expect(out.string == expected)
+    }
+}
+
+private extension SystemRandomNumberGenerator {
+    /// splitmix64: reproducible.
+    struct Seeded: RandomNumberGenerator {
+        var seed: UInt64
+        mutating func next() -> UInt64 {
+            seed &+= 0x9E37_79B9_7F4A_7C15
+            var z = seed
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1330_11EB
+            return z ^ (z >> 31)
+        }
+    }
+}
