@@ -29,8 +29,11 @@ struct MotionMonitorCSVTests {
             let rows = log.rows.filter { $0.sensor == sensor }
             #expect(rows.count >= 10, "\(sensor): \(rows.count) rows")
             try CSVRuns.compare(rows, with: r, sensor: sensor)
+            // Under ThreadSanitizer a stalled reader may let the kernel buffer overflow (timing, not
+            // design); what motion-monitor drops must be 0 either way.
+            let kernel = SimHarness.underThreadSanitizer ? "" : "0 dropped by the kernel, "
             #expect(r.stderr.contains("  \(sensor.padding(toLength: 13, withPad: " ", startingAt: 0))  ")
-                    && r.stderr.contains("\(rows.count) written, 0 dropped by the kernel, 0 dropped by motion-monitor"), "\(r.stderr)")
+                    && r.stderr.contains("\(rows.count) written, \(kernel)") && r.stderr.contains("0 dropped by motion-monitor"), "\(r.stderr)")
         }
         #expect(r.stderr.contains("motion-monitor: logged \(log.rows.count) samples to \(r.path)"), "\(r.stderr)")
     }

@@ -42,6 +42,10 @@ enum SimHarness {
         return reason.isEmpty
     }
 
+    /// True when the suite runs under ThreadSanitizer (`scripts/test --tsan` sets IIOMOTION_TSAN):
+    /// real-time bounds do not hold for instrumented code, races are what that run is for.
+    static var underThreadSanitizer: Bool { ProcessInfo.processInfo.environment["IIOMOTION_TSAN"] == "1" }
+
     /// Path of a built product.
     static func product(_ name: String) -> String { productsDirectory.appendingPathComponent(name).path }
 
