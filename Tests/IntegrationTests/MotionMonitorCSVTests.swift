@@ -205,15 +205,7 @@ private enum CSVRuns {
     }
 
     private static func parseDump(_ dump: String) -> [String: [String: String]] {
-        var files: [String: [String: String]] = [:]
-        let prefix = "/sys/bus/iio/devices/"
-        for line in dump.split(separator: "\n") where line.hasPrefix(prefix) {
-            guard let eq = line.firstIndex(of: "=") else { continue }
-            let path = line[line.index(line.startIndex, offsetBy: prefix.count)..<eq].split(separator: "/")
-            guard path.count == 2 else { continue }
-            files[String(path[0]), default: [:]][String(path[1])] = String(line[line.index(after: eq)...])
-        }
-        return files
+        SimHarness.sysfsFiles(dump: dump)
     }
 
     /// Runs `motion-monitor --csv FILE ARGS…` inside `iio-sim --stream-log`.

@@ -275,7 +275,7 @@ struct MotionMonitorStreamingTests {
         #expect(text.hasSuffix("\n"), "the output ends with a whole line")
         let lines = text.split(separator: "\n").map(String.init)
         #expect(lines.count >= 500)
-        #expect(lines.allSatisfy { StreamLine(line: $0) != nil }, "a partial or mixed line: \(lines.first { StreamLine(line: $0) == nil } ?? "")")
+        #expect(lines.allSatisfy { JSONReading(line: $0) != nil }, "a partial or mixed line: \(lines.first { JSONReading(line: $0) == nil } ?? "")")
     }
 
     // MARK: Output forms
@@ -308,7 +308,7 @@ private enum Streams {
         var status: Int32
         var stdout: String
         var stderr: String
-        var parsed: [StreamLine]
+        var parsed: [JSONReading]
         var badLines: [String]
         var sysfs: StreamSysfs
         /// The `--stream-log` folder ("" without one).
@@ -319,7 +319,7 @@ private enum Streams {
             if !streamLog.isEmpty { try? FileManager.default.removeItem(atPath: streamLog) }
         }
 
-        func lines(_ sensor: String) -> [StreamLine] { parsed.filter { $0.sensor == sensor } }
+        func lines(_ sensor: String) -> [JSONReading] { parsed.filter { $0.sensor == sensor } }
 
         var description: String { "exit \(status)\n--- stdout\n\(stdout.prefix(2000))\n--- stderr\n\(stderr.prefix(3000))" }
     }
@@ -344,17 +344,17 @@ private enum Streams {
         let parts = r.out.components(separatedBy: marker + "\n")
         let dump = parts.first ?? ""
         let out = parts.count > 1 ? parts[1] : ""
-        var parsed: [StreamLine] = []
+        var parsed: [JSONReading] = []
         var bad: [String] = []
         for line in out.split(separator: "\n", omittingEmptySubsequences: false).dropLast() where args.contains("--json") {
-            if let p = StreamLine(line: String(line)) { parsed.append(p) } else { bad.append(String(line)) }
+            if let p = JSONReading(line: String(line)) { parsed.append(p) } else { bad.append(String(line)) }
         }
         if !out.isEmpty && !out.hasSuffix("\n") { bad.append("(no final newline)") }
         return Run(status: r.status, stdout: out, stderr: r.stderr, parsed: parsed, badLines: bad,
                    sysfs: StreamSysfs(dump: dump), streamLog: log)
     }
 
-    static func strictlyIncreasing(_ lines: [StreamLine]) -> Bool {
+    static func strictlyIncreasing(_ lines: [JSONReading]) -> Bool {
         zip(lines.dropFirst(), lines).allSatisfy { $0.timestamp > $1.timestamp }
     }
 
@@ -382,7 +382,7 @@ private enum Streams {
 
     /// Checks that line i is streamed sample i (values by the hand conversion, timestamps), and
     /// with `exact` that every streamed sample was printed.
-    static func compare(_ lines: [StreamLine], with r: Run, sensor: String, exact: Bool) throws {
+    static func compare(_ lines: [JSONReading], with r: Run, sensor: String, exact: Bool) throws {
         guard let device = lines.first?.device else { return }
         let (stream, clock) = try streamed(sensor, device: device, in: r)
         if exact {
@@ -413,7 +413,7 @@ private enum Streams {
     }
 
     /// Where each line is in the stream (by timestamp), checking its values there.
-    static func locate(_ lines: [StreamLine], in r: Run, sensor: String) throws -> [Int] {
+    static func locate(_ lines: [JSONReading], in r: Run, sensor: String) throws -> [Int] {
         guard let device = lines.first?.device else { return [] }
         let stream = try streamed(sensor, device: device, in: r).samples
         var indices: [Int] = []
@@ -447,37 +447,6 @@ private struct StreamedSample {
     var nanoseconds: Int64?
 }
 
-/// One streamed JSON line, matched against the pinned form exactly:
-/// `{"sensor":"accelerometer","device":"iio:device0","timestamp":S,"x":X,"y":Y,"z":Z}`.
-private struct StreamLine: CustomStringConvertible {
-    var sensor: String
-    var device: String
-    var timestamp: Double
-    var x: Double
-    var y: Double
-    var z: Double
-    var description: String { "\(sensor) \(device) t=\(timestamp) (\(x), \(y), \(z))" }
-
-    private static let number = #"(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)"#
-    // A constant pattern: failing to compile it is a bug in this file, so `try!` is right. Built per
-    // use because `Regex` is not `Sendable`.
-    private static var pattern: Regex<AnyRegexOutput> { try! Regex(
-        #"^\{"sensor":"(accelerometer|gyroscope)","device":"(iio:device[0-9]+)","timestamp":"#
-            + number + #","x":"# + number + #","y":"# + number + #","z":"# + number + #"\}$"#) }
-
-    /// Parses a line; nil unless it is exactly the pinned form with shortest round-trip numbers.
-    init?(line: String) {
-        guard let m = try? Self.pattern.wholeMatch(in: line) else { return nil }
-        let texts = (3...6).compactMap { m.output[$0].substring.map(String.init) }
-        let values = texts.compactMap(Double.init)
-        guard values.count == 4, zip(texts, values).allSatisfy({ $0 == $1.description }),
-              let sensor = m.output[1].substring, let device = m.output[2].substring
-        else { return nil }
-        self.sensor = String(sensor)
-        self.device = String(device)
-        (timestamp, x, y, z) = (values[0], values[1], values[2], values[3])
-    }
-}
 
 /// The device files of one session, parsed from the `cat` dump, and the hand conversion.
 private struct StreamSysfs {
@@ -485,13 +454,7 @@ private struct StreamSysfs {
     var files: [String: [String: String]] = [:]
 
     init(dump: String) {
-        let prefix = "/sys/bus/iio/devices/"
-        for line in dump.split(separator: "\n") where line.hasPrefix(prefix) {
-            guard let eq = line.firstIndex(of: "=") else { continue }
-            let path = line[line.index(line.startIndex, offsetBy: prefix.count)..<eq].split(separator: "/")
-            guard path.count == 2 else { continue }
-            files[String(path[0]), default: [:]][String(path[1])] = String(line[line.index(after: eq)...])
-        }
+        files = SimHarness.sysfsFiles(dump: dump)
     }
 
     /// Raw values of `sensor` on `device` in the printed units: the kernel ABI's (raw + offset) ·
