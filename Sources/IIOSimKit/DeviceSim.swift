@@ -203,8 +203,8 @@ final class DeviceSim: Sendable {
     func attributeWritten(_ file: String, simulator: Simulator) {
         if state.withLock({ $0.unplugged }) { return }
         switch file {
-        case "buffer/enable":
-            if read(file) == "1" { enableBuffer(simulator: simulator) } else { stopStream(wait: true) }
+        case "buffer/enable", "buffer/length", "buffer/watermark":
+            break  // the watcher calls evaluateBuffer once the writer has finished
         case "current_timestamp_clock":
             if let v = read(file), SimClock.clock(named: v) == nil {
                 simulator.warn("\(id): current_timestamp_clock = \"\(v)\" is not a clock (the kernel returns EINVAL)")
@@ -357,17 +357,62 @@ final class DeviceSim: Sendable {
         return (layout, layout.elements.map { channelIndex[$0.channel]! })
     }
 
-    /// `buffer/enable` reads 1. inotify reports each write, but by the time an event is handled
-    /// the file may have been written again (libiio writes 0 then 1 within microseconds when it
-    /// creates a buffer), so an event for the 0 may find the 1. A running session is restarted only
-    /// when the buffer's configuration differs from the one it streams with: the kernel refuses
-    /// `_en`, `length` and `watermark` changes while enabled, so a difference means a 1 → 0 → 1.
-    func enableBuffer(simulator: Simulator) {
+    /// What a look at the buffer's files concluded (see ``evaluateBuffer(simulator:final:)``).
+    enum BufferCheck: Equatable { case settled, unsettled }
+
+    /// Files whose writes change what the buffer streams: the watcher re-evaluates the buffer after
+    /// any of them is written.
+    static func affectsBuffer(_ file: String) -> Bool {
+        file == "buffer/enable" || file == "buffer/length" || file == "buffer/watermark"
+            || file == "trigger/current_trigger" || (file.hasPrefix("scan_elements/") && file.hasSuffix("_en"))
+    }
+
+    /// Brings the stream in line with the buffer's files, as the kernel's `enable` store() would.
+    ///
+    /// The kernel checks a buffer's configuration synchronously, inside the writer's `write(2)`;
+    /// the simulator learns of writes through inotify, after the fact, while the writer may still be
+    /// writing (libiio writes `enable` 0, the `_en` files, `length`, then `enable` 1 within
+    /// microseconds, and closing a buffer writes `enable` 0 again). So the watcher calls this only
+    /// when no further event is queued, the files are read twice and must agree, and a
+    /// configuration the kernel would refuse (no scan element, no trigger) is refused only when
+    /// `final`, i.e. after it has stayed that way with no write for a while. Acting on a half-written
+    /// state once refused a good buffer (the writer's `enable` 1 was overwritten with 0) under load.
+    /// - Returns: `.unsettled` when the watcher should look again later.
+    func evaluateBuffer(simulator: Simulator, final: Bool) -> BufferCheck {
+        if state.withLock({ $0.unplugged }) { return .settled }
+        guard read("buffer/enable") == "1" else {
+            stopStream(wait: true)
+            return .settled
+        }
+        let configuration = bufferConfiguration()
+        guard read("buffer/enable") == "1", bufferConfiguration() == configuration else { return .unsettled }
         if let running = state.withLock({ $0.session }), !running.finished.load(ordering: .acquiring),
-           running.configuration == bufferConfiguration() {
-            return
+           running.configuration == configuration {
+            return .settled
+        }
+        if let problem = bufferProblem(simulator: simulator) {
+            guard final else { return .unsettled }
+            stopStream(wait: true)
+            simulator.warn("\(id) (\(spec.name)): \(problem)")
+            try? write("buffer/enable", "0")
+            return .settled
         }
         startStream(simulator: simulator)
+        return .settled
+    }
+
+    /// Why the kernel would refuse to enable the buffer as its files are now, if it would.
+    func bufferProblem(simulator: Simulator) -> String? {
+        if let b = spec.buffer, b.triggered {
+            let trig = read("trigger/current_trigger") ?? ""
+            if trig.isEmpty || !simulator.triggerIsValid(trig, for: spec.name) {
+                return "buffer not started: no trigger (the kernel returns EINVAL; set trigger/current_trigger)"
+            }
+        }
+        if enabledLayout().0.elements.isEmpty {
+            return "buffer enabled with no scan element enabled (the kernel returns EINVAL)"
+        }
+        return nil
     }
 
     /// What a stream session depends on: enabled channels, `buffer/length`, `buffer/watermark`.
@@ -375,22 +420,10 @@ final class DeviceSim: Sendable {
         enabledLayout().0.elements.map(\.channel) + [read("buffer/length") ?? "", read("buffer/watermark") ?? ""]
     }
 
+    /// Starts a session for the configuration in force (checked by the caller), replacing any.
     func startStream(simulator: Simulator) {
         stopStream(wait: true)
-        if let b = spec.buffer, b.triggered {
-            let trig = read("trigger/current_trigger") ?? ""
-            if trig.isEmpty || !simulator.triggerIsValid(trig, for: spec.name) {
-                simulator.warn("\(id) (\(spec.name)): buffer not started: no trigger (the kernel returns EINVAL; set trigger/current_trigger)")
-                try? write("buffer/enable", "0")
-                return
-            }
-        }
         let (layout, map) = enabledLayout()
-        if layout.elements.isEmpty {
-            simulator.warn("\(id) (\(spec.name)): buffer enabled with no scan element enabled (the kernel returns EINVAL)")
-            try? write("buffer/enable", "0")
-            return
-        }
         let sessionNumber = state.withLock { s -> Int in
             s.stats.sessions += 1
             return s.stats.sessions

@@ -302,34 +302,61 @@ final class Watcher: Sendable {
 
     deinit { close(fd) }
 
+    /// How long a buffer configuration the kernel would refuse must stay unchanged, with no write
+    /// queued, before the simulator refuses it (see `DeviceSim.evaluateBuffer`).
+    static let refusalQuietTime: Int64 = 50_000_000
+
     func run() {
         var buf = [UInt8](repeating: 0, count: 64 * 1024)
         var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: simulator.stopFD, events: Int16(POLLIN), revents: 0)]
+        // Devices whose buffer files were written and not yet acted on → when they were last written.
+        var pending: [Int: Int64] = [:]
         while !simulator.isStopping {
-            let r = poll(&fds, 2, 500)
-            if r <= 0 { continue }
-            if fds[1].revents != 0 { return }
-            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            guard n > 0 else { continue }
-            var off = 0
-            while off + MemoryLayout<inotify_event>.size <= n {
-                let (wd, len) = buf.withUnsafeBytes { raw -> (Int32, Int) in
-                    let ev = raw.loadUnaligned(fromByteOffset: off, as: inotify_event.self)
-                    return (ev.wd, Int(ev.len))
+            let r = poll(&fds, 2, pending.isEmpty ? 500 : 10)
+            if r > 0 && fds[1].revents != 0 { return }
+            if r > 0 && fds[0].revents != 0 {
+                let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n > 0 {
+                    for device in handle(buf, count: n) { pending[device] = SimClock.now() }
                 }
-                let nameStart = off + MemoryLayout<inotify_event>.size
-                let nameBytes = buf[nameStart..<(nameStart + len)].prefix { $0 != 0 }
-                let name = String(decoding: nameBytes, as: UTF8.self)
-                off = nameStart + len
-                guard let (owner, sub) = watches[wd], !name.isEmpty else { continue }
-                let file = sub.isEmpty ? name : sub + "/" + name
-                if owner >= 0 {
-                    simulator.attributeWritten(device: simulator.devices[owner], file: file)
-                } else {
-                    simulator.triggerAttributeWritten(trigger: -1 - owner, file: file)
+                // Act only once the writer has paused: more events queued means it is still writing.
+                var more = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                if poll(&more, 1, 0) > 0 { continue }
+            }
+            let now = SimClock.now()
+            for (device, written) in pending {
+                let final = now - written >= Watcher.refusalQuietTime
+                if simulator.devices[device].evaluateBuffer(simulator: simulator, final: final) == .settled {
+                    pending[device] = nil
                 }
             }
         }
+    }
+
+    /// Hands each event in `buf[0..<count]` to its device or trigger.
+    /// - Returns: the devices whose buffer configuration files were written.
+    private func handle(_ buf: [UInt8], count n: Int) -> Set<Int> {
+        var buffers: Set<Int> = []
+        var off = 0
+        while off + MemoryLayout<inotify_event>.size <= n {
+            let (wd, len) = buf.withUnsafeBytes { raw -> (Int32, Int) in
+                let ev = raw.loadUnaligned(fromByteOffset: off, as: inotify_event.self)
+                return (ev.wd, Int(ev.len))
+            }
+            let nameStart = off + MemoryLayout<inotify_event>.size
+            let nameBytes = buf[nameStart..<(nameStart + len)].prefix { $0 != 0 }
+            let name = String(decoding: nameBytes, as: UTF8.self)
+            off = nameStart + len
+            guard let (owner, sub) = watches[wd], !name.isEmpty else { continue }
+            let file = sub.isEmpty ? name : sub + "/" + name
+            if owner >= 0 {
+                simulator.attributeWritten(device: simulator.devices[owner], file: file)
+                if DeviceSim.affectsBuffer(file) { buffers.insert(owner) }
+            } else {
+                simulator.triggerAttributeWritten(trigger: -1 - owner, file: file)
+            }
+        }
+        return buffers
     }
 }

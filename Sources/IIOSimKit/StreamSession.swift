@@ -44,7 +44,7 @@ final class StreamSession: Sendable {
     let layout: ScanLayout
     let channelMap: [Int]
     let number: Int
-    /// The buffer configuration the session was started with (see `DeviceSim.enableBuffer`).
+    /// The buffer configuration the session was started with (see `DeviceSim.evaluateBuffer`).
     let configuration: [String]
     let wakeFD: Int32
     let stopping = Atomic<Bool>(false)
