@@ -90,7 +90,7 @@ final class DeviceSim: Sendable {
         try Files.write(value + "\n", to: directory + "/" + file, mode: isWritable(file) ? 0o644 : 0o444)
     }
 
-    func build(devDirectory: String, scratch: String) throws {
+    func build(devDirectory: String, scratch: String, nodes: FuseNodes?) throws {
         try Files.makeDirectory(directory)
         try write("name", spec.name)
         if let label = spec.label { try write("label", label) }
@@ -120,10 +120,15 @@ final class DeviceSim: Sendable {
                 try write("scan_elements/in_\(ch.spec.id)_index", String(idx))
                 try write("scan_elements/in_\(ch.spec.id)_type", t.description)
             }
-            // The character device: a FIFO, which libiio reads with read() exactly as it reads the
-            // real node on mainline kernels (no mmap "high-speed" mode there either). Mode as udev
-            // leaves it on a stock system: root only.
-            if mkfifo(devNode, 0o600) != 0 && errno != EEXIST {
+            // The character device: a FUSE file bind-mounted on the node's path (see FuseNodes), or
+            // a FIFO; libiio reads either with read() exactly as it reads the real node on mainline
+            // kernels (no mmap "high-speed" mode there either). Mode as udev leaves it on a stock
+            // system: root only.
+            if let nodes {
+                try Files.write("", to: devNode, mode: 0o600)
+                let r = simsupport_bind(nodes.path(device: number), devNode, 0)
+                if r != 0 { throw Files.Failure(path: devNode, operation: "bind-mount the FUSE node on", errno: -r) }
+            } else if mkfifo(devNode, 0o600) != 0 && errno != EEXIST {
                 throw Files.Failure(path: devNode, operation: "mkfifo", errno: errno)
             }
             chmod(devNode, 0o600)
@@ -331,10 +336,14 @@ final class DeviceSim: Sendable {
 
     // MARK: Faults
 
-    func unplug(devDirectory: String) {
+    func unplug(devDirectory: String, nodes: FuseNodes?) {
         state.withLock { $0.unplugged = true }
         stopStream(wait: true)
         Files.removeTree(directory)
+        if let nodes {
+            nodes.unplug(device: number)
+            _ = simsupport_umount_lazy(devNode)
+        }
         unlink(devNode)
     }
 
@@ -380,14 +389,18 @@ final class DeviceSim: Sendable {
     /// - Returns: `.unsettled` when the watcher should look again later.
     func evaluateBuffer(simulator: Simulator, final: Bool) -> BufferCheck {
         if state.withLock({ $0.unplugged }) { return .settled }
+        let stamp = enableStamp()
         guard read("buffer/enable") == "1" else {
             stopStream(wait: true)
             return .settled
         }
         let configuration = bufferConfiguration()
-        guard read("buffer/enable") == "1", bufferConfiguration() == configuration else { return .unsettled }
+        guard read("buffer/enable") == "1", bufferConfiguration() == configuration,
+              let stamp, let again = enableStamp(), Self.same(stamp, again) else { return .unsettled }
+        // Every write of `enable` is a new buffer session for the kernel (its kfifo is emptied),
+        // even with the same configuration: keep a session only when nothing was written since.
         if let running = state.withLock({ $0.session }), !running.finished.load(ordering: .acquiring),
-           running.configuration == configuration {
+           running.configuration == configuration, Self.same(running.enableStamp, stamp) {
             return .settled
         }
         if let problem = bufferProblem(simulator: simulator) {
@@ -397,9 +410,19 @@ final class DeviceSim: Sendable {
             try? write("buffer/enable", "0")
             return .settled
         }
-        startStream(simulator: simulator)
+        startStream(simulator: simulator, enableStamp: stamp)
         return .settled
     }
+
+    /// The modification time of `buffer/enable`. On kernels with multigrain timestamps (tmpfs since
+    /// Linux 6.13) every write that follows a look at it gets a new one, however soon.
+    func enableStamp() -> timespec? {
+        var st = stat()
+        guard stat(directory + "/buffer/enable", &st) == 0 else { return nil }
+        return st.st_mtim
+    }
+
+    static func same(_ a: timespec, _ b: timespec) -> Bool { a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec }
 
     /// Why the kernel would refuse to enable the buffer as its files are now, if it would.
     func bufferProblem(simulator: Simulator) -> String? {
@@ -421,7 +444,7 @@ final class DeviceSim: Sendable {
     }
 
     /// Starts a session for the configuration in force (checked by the caller), replacing any.
-    func startStream(simulator: Simulator) {
+    func startStream(simulator: Simulator, enableStamp: timespec) {
         stopStream(wait: true)
         let (layout, map) = enabledLayout()
         let sessionNumber = state.withLock { s -> Int in
@@ -429,7 +452,7 @@ final class DeviceSim: Sendable {
             return s.stats.sessions
         }
         let session = StreamSession(device: self, simulator: simulator, layout: layout, channelMap: map,
-                                    number: sessionNumber, configuration: bufferConfiguration())
+                                    number: sessionNumber, configuration: bufferConfiguration(), enableStamp: enableStamp)
         state.withLock { $0.session = session }
         session.start()
     }

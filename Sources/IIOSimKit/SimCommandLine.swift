@@ -58,6 +58,8 @@ public struct SimCommandLine: Sendable {
       --seed N                seed for the noise (default 1)
       --fast                  stream as fast as the reader drains (virtual time) instead of at the
                               sampling frequency
+      --fifo-nodes            make /dev/iio:deviceN FIFOs instead of FUSE files (FUSE gives the
+                              kernel's semantics: one reader, a kfifo emptied on enable, EBUSY)
       --raw-refresh-max HZ    rewrite raw files at most this often (default 200)
       --unplug DEV@SECONDS    remove the device's sysfs directory and node SECONDS after start
       --no-irq DEV            the device's buffer enables but never delivers data
@@ -125,6 +127,7 @@ public struct SimCommandLine: Sendable {
                 guard let s = UInt64(v) else { throw UsageError(description: "--seed: \"\(v)\" is not a non-negative integer") }
                 options.seed = s
             case "--fast": options.fast = true
+            case "--fifo-nodes": options.fifoNodes = true
             case "--raw-refresh-max":
                 options.rawRefreshMax = try number(a)
                 guard options.rawRefreshMax > 0 else { throw UsageError(description: "--raw-refresh-max must be > 0") }

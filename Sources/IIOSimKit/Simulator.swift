@@ -30,6 +30,8 @@ public struct SimulationOptions: Sendable {
     public var streamLog: String?
     /// Print what the simulator does to stderr.
     public var verbose = false
+    /// Make `/dev/iio:deviceN` plain FIFOs even where FUSE works (see ``FuseNodes``).
+    public var fifoNodes = false
 
     public init() {}
 }
@@ -72,6 +74,11 @@ public final class Simulator: Sendable {
     let devices: [DeviceSim]
     let triggerIDs: [String]
     let stopFD: Int32
+    /// The nodes served through FUSE; nil where the nodes are FIFOs (outside the simulator's
+    /// namespaces, with `--fifo-nodes`, or when FUSE cannot be mounted).
+    let fuseNodes: FuseNodes?
+    /// Why the nodes are FIFOs although FUSE was wanted (said with `--verbose`).
+    let fuseFailure: String?
     /// Threads started by ``start()`` that have not returned yet.
     let activeThreads = Atomic<Int>(0)
     let running = Atomic<Bool>(false)
@@ -97,6 +104,19 @@ public final class Simulator: Sendable {
         }
         devices = devs
         triggerIDs = fixture.triggers.indices.map { "trigger\($0)" }
+        // FUSE only inside the simulator's own mount namespace (root ""), where nothing leaks.
+        var nodes: FuseNodes?
+        var failure: String?
+        if root.isEmpty && !options.fifoNodes {
+            do {
+                nodes = try FuseNodes(mountpoint: scratch + "/nodes",
+                                      devices: devs.filter { $0.spec.buffer != nil }.map(\.number))
+            } catch {
+                failure = "\(error)"
+            }
+        }
+        fuseNodes = nodes
+        fuseFailure = failure
         for sel in options.unplug.map(\.device) + options.noIRQ + options.unreadable.map(\.device)
             + options.overrides.map(\.device) where device(matching: sel) == nil {
             throw Fixture.LoadError(description: "no device \"\(sel)\" in the fixture (devices: "
@@ -131,7 +151,8 @@ public final class Simulator: Sendable {
         try Files.makeDirectory(devicesDirectory)
         try Files.makeDirectory(scratch, mode: 0o700)
         try Files.makeDirectory(devDirectory)
-        for d in devices { try d.build(devDirectory: devDirectory, scratch: scratch) }
+        if let f = fuseFailure { log("device nodes are FIFOs (FUSE: \(f))") }
+        for d in devices { try d.build(devDirectory: devDirectory, scratch: scratch, nodes: fuseNodes) }
         for (id, t) in zip(triggerIDs, fixture.triggers) {
             let dir = devicesDirectory + "/" + id
             try Files.makeDirectory(dir)
@@ -174,7 +195,7 @@ public final class Simulator: Sendable {
             let after = u.after
             spawn("iio-sim unplug \(d.id)") { [self] in
                 if waitForStop(nanoseconds: Int64(after * 1e9)) { return }
-                d.unplug(devDirectory: devDirectory)
+                d.unplug(devDirectory: devDirectory, nodes: fuseNodes)
                 log("\(d.id) (\(d.spec.name)) unplugged at \(after) s")
             }
         }

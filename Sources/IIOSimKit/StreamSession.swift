@@ -46,13 +46,17 @@ final class StreamSession: Sendable {
     let number: Int
     /// The buffer configuration the session was started with (see `DeviceSim.evaluateBuffer`).
     let configuration: [String]
+    /// `buffer/enable`'s modification time when the session was decided: a later write of it ends
+    /// the session for the reader at once (see `DeviceSim.enableStamp`).
+    let enableStamp: timespec
     let wakeFD: Int32
     let stopping = Atomic<Bool>(false)
     let finished = Atomic<Bool>(false)
 
     init(device: DeviceSim, simulator: Simulator, layout: ScanLayout, channelMap: [Int], number: Int,
-         configuration: [String]) {
+         configuration: [String], enableStamp: timespec) {
         self.configuration = configuration
+        self.enableStamp = enableStamp
         self.device = device
         self.simulator = simulator
         self.layout = layout
@@ -90,25 +94,42 @@ final class StreamSession: Sendable {
         var unread: Int64 = 0
     }
 
+    /// Where the session's scans go: the FUSE node's kfifo, or the FIFO's write end.
+    enum Sink {
+        case fuse(FuseNodes)
+        case pipe(Int32)
+    }
+
     func run() {
         let scanSize = layout.scanSize
-        // libiio opens the node before it enables the buffer; a shell user may open it after.
-        var wfd: Int32 = -1
-        while !shouldStop {
-            wfd = open(device.devNode, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
-            if wfd >= 0 || errno != ENXIO { break }
-            if sleepOrStop(nanoseconds: 1_000_000) { break }
-        }
-        guard wfd >= 0 else {
-            saveRecord(counts: Counts(), rate: 0, clockName: "", length: 0, watermark: 0)
-            return
-        }
-        defer { close(wfd) }
-
         let length = max(1, Int(device.read("buffer/length") ?? "") ?? 1)
         let watermark = min(max(1, Int(device.read("buffer/watermark") ?? "") ?? 1), length)
-        _ = simsupport_set_pipe_size(wfd, Int32(clamping: max(4096, length * scanSize)))
-        drainStale(scanSize: scanSize)
+        let sink: Sink
+        if let nodes = simulator.fuseNodes {
+            guard nodes.sessionBegin(device: device.number, session: number, scanSize: scanSize, length: length,
+                                     watermark: watermark, enablePath: device.directory + "/buffer/enable",
+                                     mtime: enableStamp) else {
+                saveRecord(counts: Counts(), rate: 0, clockName: "", length: 0, watermark: 0)
+                return
+            }
+            sink = .fuse(nodes)
+        } else {
+            // libiio opens the node before it enables the buffer; a shell user may open it after.
+            var wfd: Int32 = -1
+            while !shouldStop {
+                wfd = open(device.devNode, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+                if wfd >= 0 || errno != ENXIO { break }
+                if sleepOrStop(nanoseconds: 1_000_000) { break }
+            }
+            guard wfd >= 0 else {
+                saveRecord(counts: Counts(), rate: 0, clockName: "", length: 0, watermark: 0)
+                return
+            }
+            _ = simsupport_set_pipe_size(wfd, Int32(clamping: max(4096, length * scanSize)))
+            drainStale(scanSize: scanSize)
+            sink = .pipe(wfd)
+        }
+        defer { if case .pipe(let fd) = sink { close(fd) } }
 
         let clockName = device.read("current_timestamp_clock") ?? "realtime"
         let clock = SimClock.clock(named: clockName) ?? CLOCK_REALTIME
@@ -129,18 +150,23 @@ final class StreamSession: Sendable {
         var counts = Counts()
         if !device.isNoIRQ {
             if simulator.options.fast {
-                runFast(wfd: wfd, logFD: logFD, rate: rate, clockOffset: clockOffset, counts: &counts)
+                runFast(sink, logFD: logFD, rate: rate, clockOffset: clockOffset, counts: &counts)
             } else {
-                runPaced(wfd: wfd, logFD: logFD, types: types, length: length, watermark: watermark,
+                runPaced(sink, logFD: logFD, types: types, length: length, watermark: watermark,
                          clockOffset: clockOffset, counts: &counts)
             }
         } else {
             while !sleepOrStop(nanoseconds: 1_000_000_000) {}
         }
-        // The kernel empties the kfifo when the buffer is enabled again; a FIFO keeps what the
-        // reader left for as long as anyone holds it open. Throw it away now, so a reader that
-        // opens the node next never reads scans of this session (in another layout).
-        counts.unread = Int64(drain() / scanSize)
+        switch sink {
+        case .fuse(let nodes):
+            counts.unread = Int64(nodes.sessionEnd(device: device.number, session: number))
+        case .pipe:
+            // The kernel empties the kfifo when the buffer is enabled again; a FIFO keeps what the
+            // reader left for as long as anyone holds it open. Throw it away now, so a reader that
+            // opens the node next never reads scans of this session (in another layout).
+            counts.unread = Int64(drain() / scanSize)
+        }
         device.record(written: counts.written, dropped: counts.dropped, unread: counts.unread)
         simulator.log("\(device.id): session \(number) ended: \(counts.written) scans written, \(counts.dropped) dropped, \(counts.unread) unread")
 
@@ -196,16 +222,37 @@ final class StreamSession: Sendable {
         return shouldStop
     }
 
-    /// Waits until `deadline` (monotonic ns) or an event: the reader closing the node (POLLERR on the
-    /// write end), or space (when `wantSpace`). Returns false when the session must end.
-    func wait(wfd: Int32, until deadline: Int64?, wantSpace: Bool) -> Bool {
-        var fds = [pollfd(fd: wfd, events: Int16(wantSpace ? POLLOUT : 0), revents: 0),
-                   pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+    /// True once `buffer/enable` has been written since the session was decided: the kernel would
+    /// have ended this session (and emptied its kfifo) synchronously.
+    var enableRewritten: Bool {
+        guard let now = device.enableStamp() else { return true }
+        return !DeviceSim.same(now, enableStamp)
+    }
+
+    /// Waits until `deadline` (monotonic ns) or an event: for a FIFO, the reader closing it (POLLERR
+    /// on the write end) or space (when `wantSpace`); for a FUSE node, the reader taking scans.
+    /// Returns false when the session must end.
+    func wait(_ sink: Sink, until deadline: Int64?, wantSpace: Bool) -> Bool {
         let timeout = deadline.map { max(0, $0 - SimClock.now()) } ?? -1
-        let r = simsupport_poll_ns(&fds, 2, timeout)
-        if shouldStop { return false }
-        if r > 0 && fds[0].revents & Int16(POLLERR | POLLHUP) != 0 { return false }
-        return true
+        switch sink {
+        case .pipe(let wfd):
+            var fds = [pollfd(fd: wfd, events: Int16(wantSpace ? POLLOUT : 0), revents: 0),
+                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            let r = simsupport_poll_ns(&fds, 2, timeout)
+            if shouldStop { return false }
+            if r > 0 && fds[0].revents & Int16(POLLERR | POLLHUP) != 0 { return false }
+            return true
+        case .fuse(let nodes):
+            let efd = nodes.eventFD(device: device.number)
+            var fds = [pollfd(fd: wantSpace ? efd : -1, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            let r = simsupport_poll_ns(&fds, 2, timeout)
+            if r > 0 && fds[0].revents != 0 {
+                var sink: UInt64 = 0
+                _ = read(efd, &sink, 8)
+            }
+            return !shouldStop
+        }
     }
 
     /// Encodes the scan for `monotonicNs` into `buffer` at `at`.
@@ -223,26 +270,49 @@ final class StreamSession: Sendable {
         }
     }
 
-    /// Writes `bytes[0..<count]` in atomic pieces. Returns the number of whole scans written and
-    /// whether the reader is gone.
-    func deliver(_ bytes: [UInt8], count: Int, wfd: Int32, logFD: Int32, scanSize: Int) -> (scans: Int, readerGone: Bool) {
-        let piece = max(1, Int(PIPE_BUF) / scanSize) * scanSize
-        var done = 0
-        while done < count {
-            let n = min(piece, count - done)
-            let w = bytes.withUnsafeBytes { Glibc.write(wfd, $0.baseAddress! + done, n) }
-            if w < 0 {
-                if errno == EINTR { continue }
-                return (done / scanSize, errno == EPIPE)
+    /// Queues `bytes[from ..< from + count]` (whole scans): into the FUSE node's kfifo, or written to
+    /// the FIFO in atomic pieces. Returns the number of whole scans queued (the rest found the
+    /// buffer full) and whether the session is over (buffer disabled or re-enabled, FIFO reader gone).
+    func put(_ sink: Sink, _ bytes: [UInt8], from: Int = 0, count: Int, logFD: Int32) -> (scans: Int, over: Bool) {
+        let scanSize = layout.scanSize
+        switch sink {
+        case .fuse(let nodes):
+            let fitted = bytes.withUnsafeBytes {
+                nodes.push(device: device.number, session: number, $0.baseAddress! + from, scans: count / scanSize)
             }
-            if logFD >= 0 { _ = bytes.withUnsafeBytes { Glibc.write(logFD, $0.baseAddress! + done, w) } }
-            done += w
+            guard let fitted else { return (0, true) }
+            if logFD >= 0 && fitted > 0 {
+                _ = bytes.withUnsafeBytes { Glibc.write(logFD, $0.baseAddress! + from, fitted * scanSize) }
+            }
+            return (fitted, false)
+        case .pipe(let wfd):
+            if enableRewritten { return (0, true) }
+            let piece = max(1, Int(PIPE_BUF) / scanSize) * scanSize
+            var done = 0
+            while done < count {
+                let n = min(piece, count - done)
+                let w = bytes.withUnsafeBytes { Glibc.write(wfd, $0.baseAddress! + from + done, n) }
+                if w < 0 {
+                    if errno == EINTR { continue }
+                    return (done / scanSize, errno == EPIPE)
+                }
+                if logFD >= 0 { _ = bytes.withUnsafeBytes { Glibc.write(logFD, $0.baseAddress! + from + done, w) } }
+                done += w
+            }
+            return (done / scanSize, false)
         }
-        return (done / scanSize, false)
+    }
+
+    /// Scans waiting in the buffer.
+    func queuedScans(_ sink: Sink) -> Int {
+        switch sink {
+        case .fuse(let nodes): nodes.queued(device: device.number)
+        case .pipe(let wfd): Int(max(0, simsupport_pipe_queued(wfd))) / layout.scanSize
+        }
     }
 
     /// Streams at the sampling frequency in force, re-read every wake-up (a driver changes rate live).
-    func runPaced(wfd: Int32, logFD: Int32, types: Set<String>, length: Int, watermark: Int,
+    func runPaced(_ sink: Sink, logFD: Int32, types: Set<String>, length: Int, watermark: Int,
                   clockOffset: Int64, counts: inout Counts) {
         let scanSize = layout.scanSize
         var pending = [UInt8](repeating: 0, count: watermark * scanSize)
@@ -252,27 +322,27 @@ final class StreamSession: Sendable {
         var lastRateCheck = next
         while !shouldStop {
             if rate <= 0 {  // a driver at 0 Hz produces nothing (cros-ec until sampling_frequency is set)
-                if !wait(wfd: wfd, until: SimClock.now() + 100_000_000, wantSpace: false) { return }
+                if !wait(sink, until: SimClock.now() + 100_000_000, wantSpace: false) { return }
                 rate = device.rate(types: types, simulator: simulator)
                 next = SimClock.now()
                 continue
             }
             let period = Int64(1e9 / rate)
             let due = next + Int64(max(0, watermark - pendingScans - 1)) * period
-            if !wait(wfd: wfd, until: due, wantSpace: false) { return }
+            if !wait(sink, until: due, wantSpace: false) { return }
             let now = SimClock.now()
             var generated = 0
             while next <= now && generated < 100_000 {
-                let queued = Int(max(0, simsupport_pipe_queued(wfd))) / scanSize + pendingScans
+                let queued = queuedScans(sink) + pendingScans
                 if queued >= length {
                     counts.dropped += 1
                 } else {
                     if pendingScans == watermark {  // flush early: the reader is owed these
-                        let r = deliver(pending, count: pendingScans * scanSize, wfd: wfd, logFD: logFD, scanSize: scanSize)
+                        let r = put(sink, pending, count: pendingScans * scanSize, logFD: logFD)
+                        if r.over { return }
                         counts.written += Int64(r.scans)
                         counts.dropped += Int64(pendingScans - r.scans)
                         pendingScans = 0
-                        if r.readerGone { return }
                     }
                     encodeScan(into: &pending, at: pendingScans * scanSize, monotonicNs: next, clockOffset: clockOffset)
                     pendingScans += 1
@@ -282,11 +352,11 @@ final class StreamSession: Sendable {
             }
             if generated == 100_000 { next = now }  // fell far behind (suspended): skip ahead
             if pendingScans >= watermark {
-                let r = deliver(pending, count: pendingScans * scanSize, wfd: wfd, logFD: logFD, scanSize: scanSize)
+                let r = put(sink, pending, count: pendingScans * scanSize, logFD: logFD)
+                if r.over { return }
                 counts.written += Int64(r.scans)
                 counts.dropped += Int64(pendingScans - r.scans)
                 pendingScans = 0
-                if r.readerGone { return }
             }
             if now - lastRateCheck > 50_000_000 {
                 rate = device.rate(types: types, simulator: simulator)
@@ -298,7 +368,7 @@ final class StreamSession: Sendable {
     /// Streams as fast as the reader drains: a block of scans one second of motion long (at the
     /// nominal rate, 64…8192 scans) is encoded once and replayed with fresh timestamps on a virtual
     /// clock advancing one period per scan.
-    func runFast(wfd: Int32, logFD: Int32, rate: Double, clockOffset: Int64, counts: inout Counts) {
+    func runFast(_ sink: Sink, logFD: Int32, rate: Double, clockOffset: Int64, counts: inout Counts) {
         let scanSize = layout.scanSize
         let nominal = rate > 0 ? rate : 1000
         let period = Int64(1e9 / nominal)
@@ -327,21 +397,15 @@ final class StreamSession: Sendable {
                     ts.type.encode(v, into: &chunk, at: j * scanSize + ts.offset)
                 }
             }
-            while true {
-                let w = chunk.withUnsafeBytes { Glibc.write(wfd, $0.baseAddress!, $0.count) }
-                if w == chunk.count {
-                    if logFD >= 0 { _ = chunk.withUnsafeBytes { Glibc.write(logFD, $0.baseAddress!, $0.count) } }
-                    counts.written += Int64(chunkScans)
-                    seq += chunkScans
-                    break
-                }
-                if w < 0 && errno == EINTR { continue }
-                if w < 0 && errno == EAGAIN {
-                    if !wait(wfd: wfd, until: nil, wantSpace: true) { return }
-                    continue
-                }
-                return  // EPIPE: the reader closed the node
+            var done = 0
+            while done < chunkScans {
+                let r = put(sink, chunk, from: done * scanSize, count: (chunkScans - done) * scanSize, logFD: logFD)
+                if r.over { return }
+                done += r.scans
+                counts.written += Int64(r.scans)
+                if done < chunkScans && !wait(sink, until: nil, wantSpace: true) { return }
             }
+            seq += chunkScans
         }
     }
 }

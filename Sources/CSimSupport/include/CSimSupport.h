@@ -46,4 +46,7 @@ int simsupport_poll_ns(struct pollfd *_Nonnull fds, int count, long long timeout
 
 /* eventfd for waking threads that block in poll(). */
 int simsupport_eventfd(void);
+
+/* The device nodes served through FUSE. */
+#include "SimFuse.h"
 #endif
