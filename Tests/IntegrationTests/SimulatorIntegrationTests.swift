@@ -287,7 +287,7 @@ struct SimulatorIntegrationTests {
 
     @Test("COMMAND's exit status is iio-sim's, and the host's /sys and /dev are untouched")
     func exitStatusAndHost() throws {
-        let r = try SimHarness.sim(["--fixture", "bmi160"], script: "test -p /dev/iio:device0 && exit 7")
+        let r = try SimHarness.sim(["--fixture", "bmi160"], script: "test -e /dev/iio:device0 && exit 7")
         #expect(r.status == 7, "\(r)")
         let hostHadIIO = FileManager.default.fileExists(atPath: "/sys/bus/iio/devices/iio:device0")
         if !hostHadIIO {
