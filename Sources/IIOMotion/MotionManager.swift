@@ -37,7 +37,7 @@ public final class MotionManager: Sendable {
     private let overrides: [SensorKind: MountMatrix]
     let state: Locked<State>
     /// Streaming: captures, subscribers and the latest samples (see Streaming.swift).
-    let hub = StreamHub()
+    let hub: StreamHub
 
     /// Immutable snapshot of one discovery; replaced whole by `rediscover()`, so readers copy it out
     /// of the lock and do their (possibly slow) sysfs I/O without holding it.
@@ -69,6 +69,7 @@ public final class MotionManager: Sendable {
     ) {
         self.uri = uri
         self.units = units
+        self.hub = StreamHub(units: units)
         let selectors: [SensorKind: DeviceSelector] = [
             .accelerometer: accelerometer, .gyroscope: gyroscope, .magnetometer: magnetometer,
         ]

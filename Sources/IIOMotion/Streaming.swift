@@ -39,27 +39,29 @@ public struct UpdateStatistics: Sendable, Hashable {
     public init() {}
 }
 
-/// A sample type the manager produces.
-protocol CapturedConvertible: Sendable {
-    init(_ sample: CapturedSample, units: MotionUnits)
+/// A sample type the manager produces. Captures deliver samples already in the manager's
+/// units, so these only repackage.
+protocol CapturedConvertible: DecodedSample, Sendable {
+    /// This type's samples in a capture batch (all of them when a consumer wants every sample).
+    static func all(in batch: CaptureBatch) -> [Self]
+}
+
+extension CapturedConvertible {
+    init(_ s: CapturedSample) {
+        self.init(timestamp: s.timestamp, x: s.x, y: s.y, z: s.z)
+    }
 }
 
 extension AccelerometerData: CapturedConvertible {
-    init(_ s: CapturedSample, units: MotionUnits) {
-        self.init(timestamp: s.timestamp, acceleration: Conversion.acceleration((s.x, s.y, s.z), units: units))
-    }
+    static func all(in batch: CaptureBatch) -> [Self] { batch.accelerometer }
 }
 
 extension GyroData: CapturedConvertible {
-    init(_ s: CapturedSample, units: MotionUnits) {
-        self.init(timestamp: s.timestamp, rotationRate: Conversion.rotationRate((s.x, s.y, s.z), units: units))
-    }
+    static func all(in batch: CaptureBatch) -> [Self] { batch.gyroscope }
 }
 
 extension MagnetometerData: CapturedConvertible {
-    init(_ s: CapturedSample, units: MotionUnits) {
-        self.init(timestamp: s.timestamp, magneticField: Conversion.magneticField((s.x, s.y, s.z), units: units))
-    }
+    static func all(in batch: CaptureBatch) -> [Self] { batch.magnetometer }
 }
 
 // MARK: - The Core Motion surface
@@ -261,7 +263,7 @@ extension MotionManager {
 
     private func latest<T: CapturedConvertible>(_ kind: SensorKind) -> T? {
         let s = hub.latest.withLock { $0.samples[kind.slot] }
-        return s.map { T($0, units: units) }
+        return s.map { T($0) }
     }
 
     private func setInterval(_ value: Double, for kind: SensorKind) {
@@ -329,19 +331,17 @@ extension MotionManager {
                                                    _ handler: @escaping @Sendable (T?, MotionError?) -> Void) {
         // As in Core Motion, a new handler replaces the previous one.
         hub.remove(kind) { if case .coalesced = $0 { true } else { false } }
-        let units = self.units
         let q = queue ?? hub.handlerQueue
-        let r = start(kind, .coalesced({ s, e in handler(s.map { T($0, units: units) }, e) }, queue: q))
+        let r = start(kind, .coalesced({ s, e in handler(s.map { T($0) }, e) }, queue: q))
         if let e = r.error { q.async { handler(nil, e) } }
     }
 
     private func startBatches<T: CapturedConvertible>(_ kind: SensorKind, queue: DispatchQueue?,
                                                       _ handler: @escaping @Sendable ([T]?, MotionError?) -> Void) {
         hub.remove(kind) { if case .batched = $0 { true } else { false } }
-        let units = self.units
         let q = queue ?? hub.handlerQueue
-        let r = start(kind, .batched(make: { batch, kind, count in
-            let samples: [T] = Self.convert(batch, kind: kind, count: count, units: units)
+        let r = start(kind, .batched(make: { batch in
+            let samples = T.all(in: batch)
             return { handler(samples, nil) }
         }, fail: { handler(nil, $0) }, queue: q))
         if let e = r.error { q.async { handler(nil, e) } }
@@ -349,9 +349,8 @@ extension MotionManager {
 
     private func updates<T: CapturedConvertible>(_ kind: SensorKind) -> AsyncThrowingStream<T, any Error> {
         let (stream, continuation) = AsyncThrowingStream<T, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let units = self.units
         let r = start(kind, .coalesced({ s, e in
-            if let s { continuation.yield(T(s, units: units)) } else { continuation.finish(throwing: e) }
+            if let s { continuation.yield(T(s)) } else { continuation.finish(throwing: e) }
         }, queue: hub.handlerQueue))
         if let e = r.error { continuation.finish(throwing: e) }
         if let id = r.id { continuation.onTermination = { [weak self] _ in self?.endConsumer(kind, id: id) } }
@@ -360,27 +359,13 @@ extension MotionManager {
 
     private func batches<T: CapturedConvertible>(_ kind: SensorKind) -> AsyncThrowingStream<[T], any Error> {
         let (stream, continuation) = AsyncThrowingStream<[T], any Error>.makeStream(bufferingPolicy: .unbounded)
-        let units = self.units
-        let r = start(kind, .batched(make: { batch, kind, count in
-            let samples: [T] = Self.convert(batch, kind: kind, count: count, units: units)
+        let r = start(kind, .batched(make: { batch in
+            let samples = T.all(in: batch)
             return { continuation.yield(samples) }
         }, fail: { continuation.finish(throwing: $0) }, queue: hub.handlerQueue))
         if let e = r.error { continuation.finish(throwing: e) }
         if let id = r.id { continuation.onTermination = { [weak self] _ in self?.endConsumer(kind, id: id) } }
         return stream
-    }
-
-    /// The samples of `kind` in a capture batch, in public units: one pass, one allocation.
-    private static func convert<T: CapturedConvertible>(_ batch: UnsafeBufferPointer<CapturedSample>, kind: SensorKind,
-                                                        count: Int, units: MotionUnits) -> [T] {
-        [T](unsafeUninitializedCapacity: count) { out, initialized in
-            var i = 0
-            for s in batch where s.kind == kind && i < count {
-                (out.baseAddress! + i).initialize(to: T(s, units: units))
-                i += 1
-            }
-            initialized = i
-        }
     }
 
     private func endConsumer(_ kind: SensorKind, id: Int) {

@@ -2,8 +2,10 @@ internal import Dispatch
 internal import Glibc
 import Locking
 
-/// One decoded sample: the kernel's SI units (m/s², rad/s, gauss) already rotated into the device's
-/// axes by the mount matrix, and a timestamp in seconds on `CLOCK_MONOTONIC`.
+/// One decoded sample, already rotated into the device's axes by the mount matrix, with a
+/// timestamp in seconds on `CLOCK_MONOTONIC`. In public units (the manager's ``MotionUnits``) as
+/// captures deliver it; in the kernel's SI units (m/s², rad/s, gauss) from
+/// ``ScanDecoder/decode(_:fallbackTime:into:)``.
 struct CapturedSample: Sendable {
     var kind: SensorKind
     var x: Double
@@ -18,6 +20,8 @@ struct CaptureSettings: Sendable {
     var uri: String
     /// The sensors to capture, all of one device.
     var plans: [SensorPlan]
+    /// The units samples are delivered in.
+    var units: MotionUnits
     /// The update interval in seconds (0: every sample as soon as it is made).
     var interval: Double
     /// Whether some consumer wants every sample (batched delivery), rather than only the newest.
@@ -72,13 +76,13 @@ final class JoinableThread: Sendable {
 }
 
 /// One device's capture: a dedicated thread owns the device's libiio buffer (or polls its `raw`
-/// files), decodes every scan without allocating, and hands batches of samples to `deliver`.
+/// files), decodes every scan without allocating per sample, and hands batches to `deliver`.
 ///
 /// Other threads only call ``stop()``, which cancels the buffer (libiio's one thread-safe call)
 /// and joins the thread before anything is destroyed.
 final class DeviceCapture: Sendable {
     let settings: CaptureSettings
-    private let deliver: @Sendable (UnsafeBufferPointer<CapturedSample>) -> Void
+    private let deliver: @Sendable (CaptureBatch) -> Void
     private let fail: @Sendable ([SensorKind], MotionError, Bool) -> Void
     private let state = Locked(State())
     private let wake = DispatchSemaphore(value: 0)
@@ -93,12 +97,12 @@ final class DeviceCapture: Sendable {
 
     /// - Parameters:
     ///   - settings: what to capture.
-    ///   - deliver: called on the capture thread with each batch (valid only during the call).
+    ///   - deliver: called on the capture thread with each refill's (or poll's) batch.
     ///   - fail: called on the capture thread when sensors fail: which ones, why, and whether the
     ///     capture ended (a buffered capture fails whole; a polled one drops only the failing
     ///     sensor and goes on polling the others).
     init(settings: CaptureSettings,
-         deliver: @escaping @Sendable (UnsafeBufferPointer<CapturedSample>) -> Void,
+         deliver: @escaping @Sendable (CaptureBatch) -> Void,
          fail: @escaping @Sendable ([SensorKind], MotionError, Bool) -> Void) {
         self.settings = settings
         self.deliver = deliver
@@ -236,7 +240,8 @@ final class DeviceCapture: Sendable {
                 return .failure(.fatal(error))
             }
         case .success(let buffer):
-            guard let decoder = ScanDecoder(layout: layout, buffer: buffer, device: device, clockOffset: clockOffset) else {
+            guard let decoder = ScanDecoder(layout: layout, buffer: buffer, device: device, clockOffset: clockOffset,
+                                            units: settings.units) else {
                 return .failure(.fatal(MotionError(code: .ioError, device: deviceText,
                                                    detail: "libiio did not enable every channel of \(deviceText)'s buffer")))
             }
@@ -330,32 +335,30 @@ final class DeviceCapture: Sendable {
         return nanoseconds(clock) - nanoseconds(CLOCK_MONOTONIC)
     }
 
+    /// Refills and decodes until stopped. When a consumer wants every sample, each refill becomes
+    /// one array per sensor (decoded straight into the public type); otherwise only the newest
+    /// scan of a refill is decoded (coalesced and pull consumers see nothing else).
     private func streamBuffer(_ prepared: Prepared) {
         let decoder = prepared.decoder
         let buffer = prepared.buffer
-        let perScan = decoder.sensors.count
-        let capacity = max(1, prepared.status.samplesPerWakeup) * perScan
-        let batch = UnsafeMutableBufferPointer<CapturedSample>.allocate(capacity: capacity)
+        let everySample = settings.everySample
+        var times = UnsafeMutableBufferPointer<Double>.allocate(capacity: everySample ? max(1, prepared.status.samplesPerWakeup) : 1)
         defer {
-            batch.deallocate()
+            times.deallocate()
             state.withLock { $0.buffer = nil }
         }
         while true {
             switch buffer.refill() {
             case .success(let (start, bytes, step)):
                 let scans = step > 0 ? bytes / step : 0
-                var written = 0
+                guard scans > 0 else { continue }
                 let readTime = monotonicSeconds()
-                for i in 0..<scans {
-                    if written + perScan > capacity {  // more than asked for: deliver what we have
-                        deliver(UnsafeBufferPointer(rebasing: batch[0..<written]))
-                        written = 0
-                    }
-                    let scan = start + i * step
-                    let fallbackTime = readTime - Double(scans - 1 - i) * prepared.period
-                    written += decoder.decode(scan, fallbackTime: fallbackTime, into: batch.baseAddress! + written)
+                if everySample && scans > times.count {  // more than asked for (never with libiio 0.24)
+                    times.deallocate()
+                    times = .allocate(capacity: scans)
                 }
-                if written > 0 { deliver(UnsafeBufferPointer(rebasing: batch[0..<written])) }
+                deliver(decoder.batch(start, step: step, scans: scans, everySample: everySample,
+                                      readTime: readTime, period: prepared.period, times: times.baseAddress!))
             case .failure(let e):
                 if isStopping { return }
                 fail(settings.plans.map(\.info.kind), refillError(e, timeout: prepared.status.timeout), true)
@@ -388,18 +391,16 @@ final class DeviceCapture: Sendable {
         let period = settings.interval > 0 ? settings.interval : max(0.001, 1 / (rate ?? 100))
         reportSetup(.success(CaptureStatus(mode: .polled, samplingFrequency: rate, fallbackReason: fallback,
                                            samplesPerWakeup: 1, timeout: 0)))
-        let batch = UnsafeMutableBufferPointer<CapturedSample>.allocate(capacity: settings.plans.count)
-        defer { batch.deallocate() }
         var next = monotonicSeconds()
         var live = Array(settings.plans.indices)
         while !isStopping {
-            var count = 0
+            var batch = CaptureBatch()
             for i in live {
                 let plan = settings.plans[i]
                 do throws(MotionError) {
                     let (v, t) = try PolledReader.readSI(context: context, device: device, channels: layout.rawChannels[i], info: plan.info)
-                    batch[count] = CapturedSample(kind: plan.info.kind, x: v.x, y: v.y, z: v.z, timestamp: t)
-                    count += 1
+                    batch.append(CapturedSample(kind: plan.info.kind, si: v, timestamp: t, units: settings.units),
+                                 everySample: settings.everySample)
                 } catch {
                     if isStopping { return }
                     live.removeAll { $0 == i }
@@ -407,7 +408,7 @@ final class DeviceCapture: Sendable {
                     if live.isEmpty { return }
                 }
             }
-            if count > 0 { deliver(UnsafeBufferPointer(rebasing: batch[0..<count])) }
+            if !batch.isEmpty { deliver(batch) }
             next += period
             let now = monotonicSeconds()
             if next < now { next = now }  // fell behind: do not try to catch up
@@ -466,108 +467,6 @@ extension SensorKind {
         case .gyroscope: .anglvel
         case .magnetometer: .magn
         }
-    }
-}
-
-/// Decodes scans into samples: each element per its format (endianness, sign, bits, storage,
-/// shift), then `(raw + offset) · scale`, then the mount matrix. No allocation per scan.
-struct ScanDecoder {
-    struct Element {
-        var offset: Int
-        var bytes: Int
-        var shift: UInt64
-        var mask: UInt64
-        var signBit: UInt64
-        var isSigned: Bool
-        var isBigEndian: Bool
-
-        init(offset: Int, format: ScanFormat) {
-            self.offset = offset
-            bytes = max(1, format.storageBits / 8)
-            shift = UInt64(format.shift)
-            let bits = min(max(format.realBits, 1), 64)
-            mask = bits >= 64 ? ~0 : (UInt64(1) << UInt64(bits)) - 1
-            signBit = UInt64(1) << UInt64(bits - 1)
-            isSigned = format.isSigned
-            isBigEndian = format.isBigEndian
-        }
-
-        /// The element's value in `scan`: byte order, shift right, mask to the real bits, sign-extend.
-        @inline(__always)
-        func value(_ scan: UnsafeRawPointer) -> Int64 {
-            let p = scan + offset
-            var word: UInt64
-            switch bytes {
-            case 1: word = UInt64(p.load(as: UInt8.self))
-            case 2:
-                let v = p.loadUnaligned(as: UInt16.self)
-                word = UInt64(isBigEndian ? v.byteSwapped : v)
-            case 4:
-                let v = p.loadUnaligned(as: UInt32.self)
-                word = UInt64(isBigEndian ? v.byteSwapped : v)
-            default:
-                let v = p.loadUnaligned(as: UInt64.self)
-                word = isBigEndian ? v.byteSwapped : v
-            }
-            word = (word >> shift) & mask
-            if isSigned && word & signBit != 0 { word |= ~mask }
-            return Int64(bitPattern: word)
-        }
-    }
-
-    struct Sensor {
-        var kind: SensorKind
-        var axes: (Element, Element, Element)
-        var scale: (Double, Double, Double)
-        var offset: (Double, Double, Double)
-        /// The mount matrix, row by row, as plain values (no array to retain per sample).
-        var m: (Double, Double, Double, Double, Double, Double, Double, Double, Double)
-    }
-
-    var sensors: [Sensor]
-    var timestamp: Element?
-    /// Subtracted from kernel timestamps (ns) to put them on CLOCK_MONOTONIC.
-    var clockOffset: Int64
-
-    init?(layout: DeviceLayout, buffer: IIOBuffer, device: Int, clockOffset: Int64) {
-        var sensors: [Sensor] = []
-        for (plan, channels) in zip(layout.plans, layout.scanChannels) {
-            guard let channels, channels.count == 3 else { return nil }
-            var elements: [Element] = []
-            for c in channels {
-                guard let off = buffer.offset(ofChannel: c, device: device), let f = layout.formats[c] else { return nil }
-                elements.append(Element(offset: off, format: f))
-            }
-            let s = plan.info.scale ?? AxisValues(all: 1)
-            let o = plan.info.offset
-            let r = plan.info.mountMatrix.rows
-            sensors.append(Sensor(kind: plan.info.kind, axes: (elements[0], elements[1], elements[2]),
-                                  scale: (s.x, s.y, s.z), offset: (o.x, o.y, o.z),
-                                  m: (r[0][0], r[0][1], r[0][2], r[1][0], r[1][1], r[1][2], r[2][0], r[2][1], r[2][2])))
-        }
-        self.sensors = sensors
-        if let t = layout.timestampChannel, let off = buffer.offset(ofChannel: t, device: device), let f = layout.formats[t] {
-            timestamp = Element(offset: off, format: f)
-        }
-        self.clockOffset = clockOffset
-    }
-
-    /// Decodes one scan into `out` (one sample per sensor); returns how many were written.
-    @inline(__always)
-    func decode(_ scan: UnsafeRawPointer, fallbackTime: Double, into out: UnsafeMutablePointer<CapturedSample>) -> Int {
-        let t = timestamp.map { Double($0.value(scan) - clockOffset) * 1e-9 } ?? fallbackTime
-        sensors.withUnsafeBufferPointer { all in
-            for i in 0..<all.count {
-                let s = all[i]
-                let x = (Double(s.axes.0.value(scan)) + s.offset.0) * s.scale.0
-                let y = (Double(s.axes.1.value(scan)) + s.offset.1) * s.scale.1
-                let z = (Double(s.axes.2.value(scan)) + s.offset.2) * s.scale.2
-                let m = s.m
-                out[i] = CapturedSample(kind: s.kind, x: m.0 * x + m.1 * y + m.2 * z, y: m.3 * x + m.4 * y + m.5 * z,
-                                        z: m.6 * x + m.7 * y + m.8 * z, timestamp: t)
-            }
-        }
-        return sensors.count
     }
 }
 

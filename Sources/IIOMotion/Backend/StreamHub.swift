@@ -14,8 +14,14 @@ final class StreamHub: Sendable {
     /// Where handlers run when the caller names no queue.
     let handlerQueue = DispatchQueue(label: "IIOMotion.handlers")
     let state = Locked(HubState())
-    /// The newest sample of each kind: what `accelerometerData` and friends read.
+    /// The newest sample of each kind (in ``units``): what `accelerometerData` and friends read.
     let latest = Locked(Latest())
+    /// The units captures deliver samples in.
+    let units: MotionUnits
+
+    init(units: MotionUnits = .coreMotion) {
+        self.units = units
+    }
 
     struct Latest: Sendable {
         var samples: [CapturedSample?] = [nil, nil, nil]
@@ -27,9 +33,9 @@ final class StreamHub: Sendable {
             /// The newest sample, at most once per interval.
             case coalesced(@Sendable (CapturedSample?, MotionError?) -> Void, queue: DispatchQueue)
             /// Every sample, in batches: `make` turns a capture batch into the job that hands this
-            /// kind's samples (converted once, on the capture thread) to the handler; `fail` is
-            /// the handler's error call.
-            case batched(make: @Sendable (UnsafeBufferPointer<CapturedSample>, SensorKind, Int) -> @Sendable () -> Void,
+            /// kind's samples (decoded into the public type on the capture thread) to the
+            /// handler; `fail` is the handler's error call.
+            case batched(make: @Sendable (CaptureBatch) -> @Sendable () -> Void,
                          fail: @Sendable (MotionError) -> Void, queue: DispatchQueue)
             /// No callback: the caller polls the newest sample.
             case pull
@@ -176,7 +182,7 @@ final class StreamHub: Sendable {
         var failures: [SensorKind: MotionError] = [:]
         for (id, (key, devicePlans)) in wanted.sorted(by: { $0.key < $1.key }) {
             if state.withLock({ $0.captures[id] != nil }) { continue }
-            let settings = CaptureSettings(uri: uri, plans: devicePlans, interval: key.interval, everySample: key.everySample,
+            let settings = CaptureSettings(uri: uri, plans: devicePlans, units: units, interval: key.interval, everySample: key.everySample,
                                            requestedRate: key.rate,
                                            timeout: key.timeout, preference: key.preference)
             let serial = state.withLock { s -> Int in
@@ -211,19 +217,10 @@ final class StreamHub: Sendable {
     // MARK: Delivery (capture threads)
 
     /// Hands a batch to everyone who wants it. Called on a capture thread; allocates per batch
-    /// (for batched consumers), never per sample.
-    func deliver(_ batch: UnsafeBufferPointer<CapturedSample>) {
+    /// (the job list, when there are push consumers), never per sample.
+    func deliver(_ batch: CaptureBatch) {
         guard !batch.isEmpty else { return }
-        // The newest sample and the count of each kind, without allocating.
-        var newest: (CapturedSample?, CapturedSample?, CapturedSample?) = (nil, nil, nil)
-        var counts = (0, 0, 0)
-        for s in batch {
-            switch s.kind {
-            case .accelerometer: newest.0 = s; counts.0 += 1
-            case .gyroscope: newest.1 = s; counts.1 += 1
-            case .magnetometer: newest.2 = s; counts.2 += 1
-            }
-        }
+        let newest = batch.newest
         latest.withLock { l in
             if let n = newest.0 { l.samples[0] = n }
             if let n = newest.1 { l.samples[1] = n }
@@ -232,9 +229,8 @@ final class StreamHub: Sendable {
         var jobs: [(DispatchQueue, @Sendable () -> Void)] = []
         state.withLock { s in
             for kind in SensorKind.allCases {
-                let newestOfKind = kind == .accelerometer ? newest.0 : (kind == .gyroscope ? newest.1 : newest.2)
-                guard let n = newestOfKind, var sensor = s.sensors[kind] else { continue }
-                let count = kind == .accelerometer ? counts.0 : (kind == .gyroscope ? counts.1 : counts.2)
+                guard let n = batch.newest(kind), var sensor = s.sensors[kind] else { continue }
+                let count = batch.count(kind)
                 sensor.statistics.samples += count
                 for (id, var c) in sensor.consumers {
                     switch c.delivery {
@@ -253,7 +249,7 @@ final class StreamHub: Sendable {
                         }
                         sensor.consumers[id] = c
                     case let .batched(make, _, queue):
-                        jobs.append((queue, make(batch, kind, count)))
+                        jobs.append((queue, make(batch)))
                     case .pull:
                         break
                     }
