@@ -45,7 +45,11 @@ let package = Package(
         .target(name: "IIOSimKit", dependencies: ["CSimSupport", "Locking"], swiftSettings: swiftSettings),
         .executableTarget(name: "iio-sim", dependencies: ["IIOSimKit", "CSimSupport"], swiftSettings: swiftSettings),
 
-        .testTarget(name: "IIOMotionTests", dependencies: ["IIOMotion"], swiftSettings: swiftSettings),
+        // The fuzzer of the attribute parsers and the scan decoder (scripts/fuzz builds it with
+        // libFuzzer and AddressSanitizer); built plainly it replays a corpus. Not a product.
+        .executableTarget(name: "iio-fuzz", dependencies: ["IIOMotion", "IIOSimKit"], swiftSettings: swiftSettings),
+
+        .testTarget(name: "IIOMotionTests", dependencies: ["IIOMotion", "iio-fuzz"], swiftSettings: swiftSettings),
         .testTarget(name: "IIOSimKitTests", dependencies: ["IIOSimKit"], swiftSettings: swiftSettings),
         .testTarget(name: "MotionMonitorTests", dependencies: ["motion-monitor"], swiftSettings: swiftSettings),
         .testTarget(

@@ -67,18 +67,21 @@ final class IIOContext: @unchecked Sendable { // the pointer is immutable after 
             case IIOSHIM_AXIS_Z: axis = .z
             default: axis = nil
             }
-            let format: ScanFormat? = cd.is_scan_element
+            // A scan element whose format the decoder cannot read is treated as none (see
+            // ScanFormat.isDecodable): never enabled, so libiio never lays it out either.
+            let parsed: ScanFormat? = cd.is_scan_element
                 ? ScanFormat(
                     storageBits: Int(cd.format.length), realBits: Int(cd.format.bits),
                     shift: Int(cd.format.shift), repeat: Int(cd.format.repeat),
                     isSigned: cd.format.is_signed, isFullyDefined: cd.format.is_fully_defined,
                     isBigEndian: cd.format.is_be)
                 : nil
+            let format = parsed.flatMap { $0.isDecodable ? $0 : nil }
             channels.append(RawChannel(
                 index: c, id: cd.id.map { String(cString: $0) } ?? "", kind: kind, axis: axis,
                 hasRaw: cd.has_raw,
                 rawFile: cd.raw_filename.map { String(cString: $0) },
-                scanIndex: cd.is_scan_element && cd.scan_index >= 0 ? cd.scan_index : nil,
+                scanIndex: format != nil && cd.scan_index >= 0 ? cd.scan_index : nil,
                 format: format))
         }
         return RawDevice(

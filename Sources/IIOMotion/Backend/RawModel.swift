@@ -44,3 +44,19 @@ struct ScanFormat: Sendable, Equatable {
     var isFullyDefined: Bool
     var isBigEndian: Bool
 }
+
+extension ScanFormat {
+    /// Whether ``ScanDecoder`` can read an element of this format, and libiio can lay it out:
+    /// storage of 8, 16, 32 or 64 bits, at least one real bit, and real bits plus shift within
+    /// the storage word (the kernel ABI's own constraints; every driver's `_type` meets them).
+    ///
+    /// A garbled `scan_elements/*_type` file breaks them: libiio leaves the fields it could not
+    /// parse at 0, and a storage length under 8 bits makes its sample-size arithmetic divide by
+    /// zero; storage of 24 bits made the decoder load 8 bytes past a 3-byte element; a shift of
+    /// the whole word reads a silent 0. Such a channel is not used as a scan element (the sensor
+    /// is polled; a bad timestamp element means scans are dated by the read time).
+    var isDecodable: Bool {
+        [8, 16, 32, 64].contains(storageBits) && `repeat` >= 1
+            && realBits >= 1 && shift >= 0 && realBits <= storageBits - shift
+    }
+}
