@@ -44,6 +44,12 @@ enum AttributeText {
         // The grammar is checked above, so Swift's parser (locale-independent) only sees
         // plain decimal text.
         guard let value = Double(text), value.isFinite else { return nil }
+        // A non-zero number too small for a Double ("1e-400") is out of range like one too large,
+        // not a silent 0 (found by scripts/fuzz).
+        if value == 0, text.utf8.prefix(while: { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") })
+            .contains(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9") }) {
+            return nil
+        }
         return value
     }
 
