@@ -77,7 +77,8 @@ public struct ScanType: Hashable, Sendable, CustomStringConvertible {
         }
         var repeatValue = 1
         if let x = rest.firstIndex(of: "X") {
-            guard let r = Int(rest[rest.index(after: x)...]), r >= 1 else { throw fail("bad repeat") }
+            // The kernel's repeat is a u8; a larger one once overflowed `byteCount` (scripts/fuzz).
+            guard let r = Int(rest[rest.index(after: x)...]), r >= 1, r <= 255 else { throw fail("bad repeat") }
             repeatValue = r
             rest = rest[..<x]
         }
@@ -86,7 +87,8 @@ public struct ScanType: Hashable, Sendable, CustomStringConvertible {
             throw fail("expected <bits>/<storagebits>")
         }
         guard [8, 16, 32, 64].contains(sb) else { throw fail("storage bits must be 8, 16, 32 or 64") }
-        guard b >= 1, b + shiftValue <= sb else { throw fail("bits + shift exceed storage bits") }
+        // `bits <= storage - shift`, not `bits + shift <= storage`: a huge shift must not overflow.
+        guard b >= 1, b <= sb - shiftValue else { throw fail("bits + shift exceed storage bits") }
         bits = b
         storageBits = sb
         repeatCount = repeatValue
