@@ -1,7 +1,11 @@
 #include "CIIOShim.h"
+#include "SigpipeGuard.h"
 #include <iio.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct iio_device *device_at(const iioshim_context *ctx, unsigned int dev)
 {
@@ -22,7 +26,7 @@ ssize_t iioshim_device_attr_write(const iioshim_context *ctx, unsigned int dev, 
 	name = iio_device_find_attr(d, attr);
 	if (!name)
 		return -ENOENT;
-	return iio_device_attr_write(d, name, value);
+	return IIOSHIM_NO_SIGPIPE(ssize_t, iio_device_attr_write(d, name, value));
 }
 
 /* In C to keep channel pointers out of Swift. */
@@ -39,7 +43,7 @@ ssize_t iioshim_channel_attr_write(const iioshim_context *ctx, unsigned int dev,
 	name = iio_channel_find_attr(c, attr);
 	if (!name)
 		return -ENOENT;
-	return iio_channel_attr_write(c, name, value);
+	return IIOSHIM_NO_SIGPIPE(ssize_t, iio_channel_attr_write(c, name, value));
 }
 
 /* In C because it compares libiio-owned strings over the device list. */
@@ -77,7 +81,26 @@ int iioshim_device_set_trigger(const iioshim_context *ctx, unsigned int dev, uns
 
 	if (!d || !t)
 		return -EINVAL;
-	return iio_device_set_trigger(d, t);
+	return IIOSHIM_NO_SIGPIPE(int, iio_device_set_trigger(d, t));
+}
+
+/* Whether another process holds the device's node (the kernel lets one process open it: EBUSY).
+ * libiio's buffer set-up writes buffer/enable = 0 before it opens the node, which would stop the
+ * other process's stream and only then fail; looking first leaves that stream alone. Local
+ * contexts only (over the network, iiod opens the node on its own machine). */
+static int node_held_elsewhere(const iioshim_context *ctx, const struct iio_device *d)
+{
+	char path[256];
+	const char *name = iio_context_get_name(ctx);
+	if (!name || strcmp(name, "local") != 0)
+		return 0;
+	snprintf(path, sizeof(path), "/dev/%s", iio_device_get_id(d));
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	return errno == EBUSY;
 }
 
 /* In C because enabling channels and creating the buffer must happen together, on libiio's
@@ -105,8 +128,12 @@ iioshim_buffer *iioshim_buffer_create(const iioshim_context *ctx, unsigned int d
 		}
 		iio_channel_enable(iio_device_get_channel(d, channels[i]));
 	}
+	if (node_held_elsewhere(ctx, d)) {
+		*error = -EBUSY;
+		return NULL;
+	}
 	errno = 0;
-	buf = iio_device_create_buffer(d, samples, false);
+	buf = IIOSHIM_NO_SIGPIPE(struct iio_buffer *, iio_device_create_buffer(d, samples, false));
 	if (!buf)
 		*error = errno ? -errno : -EIO;
 	return buf;
@@ -115,19 +142,19 @@ iioshim_buffer *iioshim_buffer_create(const iioshim_context *ctx, unsigned int d
 /* In C so that Swift never names libiio's destroy function on a raw pointer. */
 void iioshim_buffer_destroy(iioshim_buffer *buf)
 {
-	iio_buffer_destroy(buf);
+	IIOSHIM_NO_SIGPIPE_VOID(iio_buffer_destroy(buf));
 }
 
 /* In C: the one libiio call documented as thread-safe, made from the stopping thread. */
 void iioshim_buffer_cancel(iioshim_buffer *buf)
 {
-	iio_buffer_cancel(buf);
+	IIOSHIM_NO_SIGPIPE_VOID(iio_buffer_cancel(buf));
 }
 
 /* In C because it pairs the refill with the buffer's start and step in one call. */
 ssize_t iioshim_buffer_refill(iioshim_buffer *buf, const uint8_t **start, size_t *step)
 {
-	ssize_t n = iio_buffer_refill(buf);
+	ssize_t n = IIOSHIM_NO_SIGPIPE(ssize_t, iio_buffer_refill(buf));
 
 	*start = iio_buffer_start(buf);
 	*step = (size_t) iio_buffer_step(buf);

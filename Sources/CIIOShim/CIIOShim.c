@@ -1,4 +1,5 @@
 #include "CIIOShim.h"
+#include "SigpipeGuard.h"
 #include <iio.h>
 #include <errno.h>
 #include <string.h>
@@ -29,7 +30,7 @@ iioshim_context *iioshim_context_create(const char *uri, int *error)
 	struct iio_context *ctx;
 
 	errno = 0;
-	ctx = iio_create_context_from_uri(uri);
+	ctx = IIOSHIM_NO_SIGPIPE(struct iio_context *, iio_create_context_from_uri(uri));
 	if (!ctx)
 		*error = errno ? -errno : -EIO;
 	else
@@ -40,13 +41,13 @@ iioshim_context *iioshim_context_create(const char *uri, int *error)
 /* In C so that Swift never names libiio's destroy function on a raw pointer it doesn't own. */
 void iioshim_context_destroy(iioshim_context *ctx)
 {
-	iio_context_destroy(ctx);
+	IIOSHIM_NO_SIGPIPE_VOID(iio_context_destroy(ctx));
 }
 
 /* In C to keep the libiio call (and its __check_ret) in one place. */
 int iioshim_context_set_timeout(iioshim_context *ctx, unsigned int timeout_ms)
 {
-	return iio_context_set_timeout(ctx, timeout_ms);
+	return IIOSHIM_NO_SIGPIPE(int, iio_context_set_timeout(ctx, timeout_ms));
 }
 
 /* In C because it returns a libiio-owned string. */
@@ -140,7 +141,7 @@ ssize_t iioshim_device_attr_read(const iioshim_context *ctx, unsigned int dev, c
 	name = iio_device_find_attr(d, attr);
 	if (!name)
 		return -ENOENT;
-	return finish_read(iio_device_attr_read(d, name, dst, len), dst, len);
+	return finish_read(IIOSHIM_NO_SIGPIPE(ssize_t, iio_device_attr_read(d, name, dst, len)), dst, len);
 }
 
 /* In C because finding an attribute by its sysfs file name means walking every channel's
@@ -156,7 +157,7 @@ ssize_t iioshim_device_read_file(const iioshim_context *ctx, unsigned int dev,
 	if (!d)
 		return -EINVAL;
 	if (iio_device_find_attr(d, filename))
-		return finish_read(iio_device_attr_read(d, filename, dst, len), dst, len);
+		return finish_read(IIOSHIM_NO_SIGPIPE(ssize_t, iio_device_attr_read(d, filename, dst, len)), dst, len);
 
 	nch = iio_device_get_channels_count(d);
 	for (i = 0; i < nch; i++) {
@@ -168,7 +169,7 @@ ssize_t iioshim_device_read_file(const iioshim_context *ctx, unsigned int dev,
 			const char *fn = attr ? iio_channel_attr_get_filename(c, attr) : NULL;
 
 			if (fn && strcmp(fn, filename) == 0)
-				return finish_read(iio_channel_attr_read(c, attr, dst, len), dst, len);
+				return finish_read(IIOSHIM_NO_SIGPIPE(ssize_t, iio_channel_attr_read(c, attr, dst, len)), dst, len);
 		}
 	}
 	return -ENOENT;
@@ -189,9 +190,9 @@ int iioshim_device_trigger_name(const iioshim_context *ctx, unsigned int dev, ch
 		dst[0] = '\0';
 	if (!d || len == 0)
 		return -EINVAL;
-	ret = iio_device_get_trigger(d, &trig);
+	ret = IIOSHIM_NO_SIGPIPE(int, iio_device_get_trigger(d, &trig));
 	if (ret == -ENXIO) {
-		ssize_t n = finish_read(iio_device_attr_read(d, "trigger/current_trigger", dst, len),
+		ssize_t n = finish_read(IIOSHIM_NO_SIGPIPE(ssize_t, iio_device_attr_read(d, "trigger/current_trigger", dst, len)),
 					dst, len);
 		return n < 0 ? (int) n : 0;
 	}
@@ -293,5 +294,5 @@ ssize_t iioshim_channel_attr_read(const iioshim_context *ctx, unsigned int dev, 
 	name = iio_channel_find_attr(c, attr);
 	if (!name)
 		return -ENOENT;
-	return finish_read(iio_channel_attr_read(c, name, dst, len), dst, len);
+	return finish_read(IIOSHIM_NO_SIGPIPE(ssize_t, iio_channel_attr_read(c, name, dst, len)), dst, len);
 }

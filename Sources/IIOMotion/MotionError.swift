@@ -122,6 +122,9 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
             if underlyingErrno == ENOENT || underlyingErrno == ENODEV {
                 s += " The device may have been removed or its driver unloaded."
             }
+            if let e = underlyingErrno, [EPIPE, ECONNRESET, ENOTCONN, ECONNABORTED].contains(e) {
+                s += " The connection to iiod was lost: check that iiod still runs on the board and that the network is up."
+            }
             return s
         }
     }

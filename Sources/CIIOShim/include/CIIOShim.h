@@ -171,7 +171,8 @@ int iioshim_device_set_trigger(const iioshim_context *_Nonnull ctx, unsigned int
 typedef struct iio_buffer iioshim_buffer;
 
 /* Enables exactly the channels listed (indices into device `dev`), disables the others, and creates
- * a blocking buffer of `samples` scans. On failure returns NULL with a negative errno in *error.
+ * a blocking buffer of `samples` scans. On failure returns NULL with a negative errno in *error;
+ * -EBUSY, without touching the device, when another process has its node open (local contexts).
  * Only one buffer may exist per device; the caller's thread owns it from here on. */
 iioshim_buffer *_Nullable iioshim_buffer_create(const iioshim_context *_Nonnull ctx, unsigned int dev,
                                                 const unsigned int *_Nonnull channels, size_t count,

@@ -1,0 +1,150 @@
+import Foundation
+import Glibc
+import IIOSimKit
+import Testing
+
+// Issue G's fault matrix, end to end: motion-monitor under iio-sim through the real libiio local
+// backend (and the real iiod for `ip:`), with faults the simulator injects or a script causes.
+// Other faults of the matrix live next to the feature they break: unplug and no IRQ in
+// LibraryStreamingTests / MotionMonitorStreamingTests, unreadable and garbage attributes in
+// PermissionTests / SimulatorIntegrationTests, disk full in MotionMonitorCSVTests.
+
+@Suite("Faults: busy devices, odd devices, many devices, a dying iiod", .serialized, .timeLimit(.minutes(5)),
+       .enabled(if: SimHarness.monitorReady("fault tests")))
+struct FaultTests {
+    static let monitor = SimHarness.product("motion-monitor")
+
+    @Test("A device whose buffer another process streams: polled, with a note naming the cause, and the other reader keeps its stream")
+    func busyDevice() throws {
+        // iio_readdev holds the buffer (as iio-sensor-proxy or iiod would). libiio's own buffer
+        // set-up writes buffer/enable = 0 before it opens the node, which would stop the holder's
+        // stream; motion-monitor must find out without touching it.
+        let r = try SimHarness.sim(["--fixture", "bmi160"], script: """
+            stdbuf -o0 iio_readdev -u local: -b 1 bmi160 > /tmp/held.bin 2>/tmp/held.err &
+            holder=$!
+            i=0; while [ ! -s /tmp/held.bin ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+            '\(Self.monitor)' --json --interval 0.05 --count 5
+            status=$?
+            a=$(stat -c %s /tmp/held.bin); sleep 0.5; b=$(stat -c %s /tmp/held.bin)
+            echo "enable $(cat /sys/bus/iio/devices/iio:device0/buffer/enable)" >&2
+            kill $holder 2>/dev/null
+            echo "holder $a $b" >&2
+            cat /tmp/held.err >&2
+            exit $status
+            """)
+        #expect(r.status == 0, "\(r)")
+        let notes = r.stderr.split(separator: "\n").filter { $0.hasPrefix("note: ") }
+        #expect(notes.count == 1 && notes[0].contains("held by another process"), "\(r.stderr)")
+        let lines = r.out.split(separator: "\n")
+        #expect(lines.filter { $0.contains("\"accelerometer\"") }.count == 5, "\(r)")
+        #expect(lines.filter { $0.contains("\"gyroscope\"") }.count == 5, "\(r)")
+        let holder = r.stderr.split(separator: "\n").first { $0.hasPrefix("holder ") }?.split(separator: " ").compactMap { Int($0) } ?? []
+        #expect(holder.count == 2 && holder[1] > holder[0], "the other reader's stream went on: \(r.stderr)")
+        #expect(!r.stderr.contains("Unable to refill buffer"), "\(r.stderr)")
+        #expect(r.stderr.contains("enable 1"), "the holder's buffer is still enabled: \(r.stderr)")
+    }
+
+    @Test("iiod killed mid-stream: each sensor reports the lost connection, exit 74, no hang")
+    func iiodKilled() throws {
+        guard SimHarness.installed("iiod") else {
+            print("skipping: iiod is not installed")
+            return
+        }
+        let start = Date()
+        let r = try SimHarness.run(SimHarness.product("iio-sim"), ["--fixture", "bmi160", "--iiod", "--", "/bin/sh", "-c", """
+            : > /tmp/out.jsonl
+            '\(Self.monitor)' --uri ip:127.0.0.1 --json --interval 0 > /tmp/out.jsonl &
+            m=$!
+            i=0; while [ "$(wc -c < /tmp/out.jsonl)" -lt 8192 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+            pkill -x iiod
+            wait $m
+            status=$?
+            echo "lines $(wc -l < /tmp/out.jsonl)" >&2
+            exit $status
+            """])
+        let seconds = Date().timeIntervalSince(start)
+        #expect(r.status == 74, "\(r)")
+        #expect(r.stderr.contains("Accelerometer encountered error: ") && r.stderr.contains("Gyroscope encountered error: "), "\(r)")
+        #expect(r.stderr.contains("The connection to iiod was lost"), "\(r)")
+        #expect(!r.stderr.contains("lines 0"), "it streamed before iiod went: \(r)")
+        #expect(seconds < 30, "ended \(seconds) s after start")
+    }
+
+    @Test("A two-axis accelerometer: an error naming the missing axis, exit 69, no reading made up")
+    func twoAxes() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fixture = dir + "/two-axes.json"
+        try Data(#"""
+            { "description": "a two-axis accelerometer (x and y only), like the ADXL213",
+              "devices": [ { "name": "adxl213", "attributes": { "in_accel_scale": "0.01" },
+                             "channels": [ { "id": "accel_x", "value": 0 }, { "id": "accel_y", "value": 981 } ] } ] }
+            """#.utf8).write(to: URL(fileURLWithPath: fixture))
+        let r = try SimHarness.sim(["--fixture", fixture], script: "'\(Self.monitor)' --once --json; echo \"status $?\"")
+        #expect(r.out.contains("status 69"), "\(r)")
+        #expect(r.stderr.contains("iio:device0 (adxl213) has no in_accel_z channel, so its accelerometer cannot be used"), "\(r)")
+        #expect(!r.out.contains("nan") && !r.out.contains("\"x\""), "no reading made up from two axes: \(r)")
+    }
+
+    @Test("Unknown extra channels (temperature, steps, a vendor channel in the scan) are ignored; readings stay right")
+    func extraChannels() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fixture = dir + "/extra.json"
+        try Data(#"""
+            { "description": "an IMU with temperature, a step counter and a vendor channel in its scan",
+              "devices": [ { "name": "imu-extra",
+                             "attributes": { "in_accel_scale": "0.001", "in_anglvel_scale": "0.001", "in_temp_scale": "0.5",
+                                             "in_steps_input": "42", "sampling_frequency": "100" },
+                             "channels": [
+                               { "id": "temp", "index": 0, "format": "le:s16/16>>0", "value": 50 },
+                               { "id": "accel_x", "index": 1, "format": "le:s16/16>>0" },
+                               { "id": "accel_y", "index": 2, "format": "le:s16/16>>0" },
+                               { "id": "accel_z", "index": 3, "format": "le:s16/16>>0" },
+                               { "id": "anglvel_x", "index": 4, "format": "le:s16/16>>0" },
+                               { "id": "anglvel_y", "index": 5, "format": "le:s16/16>>0" },
+                               { "id": "anglvel_z", "index": 6, "format": "le:s16/16>>0" },
+                               { "id": "activity_x", "index": 7, "format": "le:u8/8>>0", "value": 7 },
+                               { "id": "timestamp", "index": 8, "format": "le:s64/64>>0" } ],
+                             "buffer": { "triggered": false } } ] }
+            """#.utf8).write(to: URL(fileURLWithPath: fixture))
+        let r = try SimHarness.sim(["--fixture", fixture], script: "'\(Self.monitor)' --json --interval 0 --count 20")
+        #expect(r.status == 0, "\(r)")
+        let readings = r.out.split(separator: "\n").compactMap { JSONReading(line: String($0)) }
+        #expect(readings.filter { $0.sensor == "accelerometer" }.count == 20 && readings.filter { $0.sensor == "gyroscope" }.count == 20, "\(r)")
+        #expect(readings.filter { $0.sensor == "accelerometer" }.allSatisfy { abs($0.z + 1) < 0.01 && abs($0.x) < 0.01 }, "\(r)")
+        #expect(readings.filter { $0.sensor == "gyroscope" }.allSatisfy { abs($0.x) + abs($0.y) + abs($0.z) < 0.01 }, "\(r)")
+    }
+
+    @Test("64 devices: all listed, quickly; one streams")
+    func sixtyFourDevices() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let device = #"""
+            { "name": "acc%d", "attributes": { "in_accel_scale": "0.01", "sampling_frequency": "100" },
+              "channels": [ { "id": "accel_x", "index": 0, "format": "le:s16/16>>0" }, { "id": "accel_y", "index": 1, "format": "le:s16/16>>0" },
+                            { "id": "accel_z", "index": 2, "format": "le:s16/16>>0" }, { "id": "timestamp", "index": 3, "format": "le:s64/64>>0" } ],
+              "buffer": { "triggered": false } }
+            """#
+        let devices = (0..<64).map { device.replacingOccurrences(of: "%d", with: String($0)) }
+        let text = #"{ "description": "64 accelerometers", "devices": [ "# + devices.joined(separator: ",") + " ] }"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: dir + "/many.json"))
+        let r = try SimHarness.sim(["--fixture", dir + "/many.json"], script: """
+            t0=$(date +%s%N)
+            '\(Self.monitor)' --list --json > /tmp/list.json || exit 1
+            t1=$(date +%s%N)
+            echo "list ms $(( (t1 - t0) / 1000000 ))" >&2
+            cat /tmp/list.json
+            '\(Self.monitor)' --json --interval 0 --count 5 --device acc63 >&2
+            """)
+        #expect(r.status == 0, "\(r)")
+        let list = try JSONSerialization.jsonObject(with: r.stdout) as? [[String: Any]] ?? []
+        #expect(list.count == 64, "\(r.out.prefix(400))")
+        #expect(Set(list.compactMap { $0["name"] as? String }).count == 64)
+        #expect(r.stderr.split(separator: "\n").filter { $0.contains("\"accelerometer\"") && $0.contains("iio:device63") }.count == 5, "\(r)")
+        if let ms = r.stderr.split(separator: "\n").first(where: { $0.hasPrefix("list ms ") }).flatMap({ Int($0.dropFirst(8)) }) {
+            print("64 devices listed in \(ms) ms")
+            #expect(ms < 20_000)
+        }
+    }
+}
