@@ -19,6 +19,10 @@ package enum FuzzingEntryPoints {
     /// ``AttributeText/trimmed(_:)``.
     package static func trimmed(_ text: String) -> String { String(AttributeText.trimmed(text)) }
 
+    /// Whether discovery accepts `value` (already a number) as a scale or offset
+    /// (``Discovery/factorLimit``); a sensor whose scale or offset it refuses is not used.
+    package static func acceptsFactor(_ value: Double) -> Bool { value.isFinite && abs(value) <= Discovery.factorLimit }
+
     // MARK: Sampling frequency
 
     /// The frequency a capture would write (``FrequencyChoice/choose(available:current:interval:requested:)``)

@@ -35,6 +35,9 @@ public struct MountMatrix: Sendable, Hashable, CustomStringConvertible {
     /// The identity matrix (what the kernel reports when no matrix is provided).
     public static let identity = MountMatrix(uncheckedRows: [[1, 0, 0], [0, 1, 0], [0, 0, 1]])
 
+    /// The largest magnitude a value may have (see ``init(rows:)``).
+    static let valueLimit = 1e100
+
     private init(uncheckedRows rows: [[Double]]) {
         self.rows = rows
     }
@@ -42,13 +45,17 @@ public struct MountMatrix: Sendable, Hashable, CustomStringConvertible {
     /// Creates a matrix from three rows of three values.
     /// - Parameter rows: the rows, top to bottom.
     /// - Throws: ``MotionError`` with code ``MotionError/Code/invalidAttribute`` if the shape is not
-    ///   3×3, a value is not finite, or a row is all zeros.
+    ///   3×3, a value is not finite or larger than 1e100 in magnitude, or a row is all zeros.
     public init(rows: [[Double]]) throws(MotionError) {
         guard rows.count == 3, rows.allSatisfy({ $0.count == 3 }) else {
             throw MotionError(code: .invalidAttribute, detail: "a mount matrix needs 3 rows of 3 values")
         }
         guard rows.allSatisfy({ $0.allSatisfy(\.isFinite) }) else {
             throw MotionError(code: .invalidAttribute, detail: "a mount matrix value is not finite")
+        }
+        // A rotation's values are within ±1; far larger ones would overflow readings to inf.
+        guard rows.allSatisfy({ $0.allSatisfy { abs($0) <= Self.valueLimit } }) else {
+            throw MotionError(code: .invalidAttribute, detail: "a mount matrix value is larger than 1e100")
         }
         if let zero = rows.firstIndex(where: { $0.allSatisfy { $0 == 0 } }) {
             throw MotionError(code: .invalidAttribute, detail: "row \(zero + 1) of the mount matrix is all zeros")

@@ -91,11 +91,11 @@ struct Discovery: Sendable {
                 let axisStem = axes[axis.rawValue]?.rawFile.flatMap { $0.hasSuffix("_raw") ? String($0.dropLast(4)) : nil }
                     ?? "\(prefix)_\(axis)"
                 do throws(MotionError) {
-                    if let (v, file) = try reader.number(in: ["\(axisStem)_scale", "\(prefix)_scale", "scale"]) {
+                    if let (v, file) = try reader.factor(in: ["\(axisStem)_scale", "\(prefix)_scale", "scale"]) {
                         scale[axis] = v
                         if axis == .x { scaleFile = file }
                     }
-                    if let (v, file) = try reader.number(in: ["\(axisStem)_offset", "\(prefix)_offset", "offset"]) {
+                    if let (v, file) = try reader.factor(in: ["\(axisStem)_offset", "\(prefix)_offset", "offset"]) {
                         offset[axis] = v
                         if axis == .x { offsetFile = file }
                     }
@@ -142,6 +142,14 @@ struct Discovery: Sendable {
     }
 }
 
+extension Discovery {
+    /// The largest scale, offset (and mount matrix value, ``MountMatrix/valueLimit``) accepted:
+    /// with all three under it, `M · ((raw + offset) · scale)` is finite for every 64-bit raw
+    /// value, in every unit. Real drivers' are under 1e5. A larger one ("1e305", found by
+    /// scripts/fuzz) made a reading inf, then NaN through the matrix.
+    static let factorLimit = 1e100
+}
+
 /// Reads attributes of one device by sysfs file name, trying candidates in order.
 private struct AttributeReader {
     let context: IIOContext
@@ -174,6 +182,17 @@ private struct AttributeReader {
         guard let (text, file) = try firstText(in: files) else { return nil }
         guard let v = AttributeText.decimal(text) else {
             throw MotionError.notANumber(device: deviceText, file: file, text: text)
+        }
+        return (v, file)
+    }
+
+    /// The first candidate file that exists, parsed as a scale or offset: a number of at most
+    /// ``Discovery/factorLimit`` in magnitude.
+    func factor(in files: [String]) throws(MotionError) -> (value: Double, file: String)? {
+        guard let (v, file) = try number(in: files) else { return nil }
+        guard abs(v) <= Discovery.factorLimit else {
+            throw MotionError(code: .invalidAttribute, device: deviceText, attribute: file,
+                              detail: "\(file) contains \(v), too large to convert readings with")
         }
         return (v, file)
     }
