@@ -218,6 +218,58 @@ struct ScanDecoderTests {
         }
     }
 
+    @Test("Mount matrices that only swap axes and flip signs take three products, with the full product's bits")
+    func loneFactors() {
+        var rng = SplitMix(state: 0x10E)
+        for l in Self.layouts {
+            for units in [MotionUnits.coreMotion, .si] {
+                let (d, step) = decoder(l, units: units, kinds: [.gyroscope, .accelerometer, .magnetometer], clockOffset: 0)
+                #expect(d.folded.allSatisfy { ($0.lone != nil) == (l.m.0.magnitude != 0.36) }, "\(l.name)")
+                var full = d
+                for i in full.folded.indices { full.folded[i].lone = nil }
+                let scans = 500
+                let bytes = randomScans(scans, size: step, rng: &rng)
+                bytes.withUnsafeBytes { raw in
+                    let times = UnsafeMutablePointer<Double>.allocate(capacity: scans)
+                    defer { times.deallocate() }
+                    let a = d.batch(raw.baseAddress!, step: step, scans: scans, everySample: true, readTime: 1, period: 0.01, times: times)
+                    let b = full.batch(raw.baseAddress!, step: step, scans: scans, everySample: true, readTime: 1, period: 0.01, times: times)
+                    let same = a.accelerometer == b.accelerometer && a.gyroscope == b.gyroscope && a.magnetometer == b.magnetometer
+                    let signs = zip(a.accelerometer, b.accelerometer).allSatisfy {
+                        $0.acceleration.x.sign == $1.acceleration.x.sign && $0.acceleration.y.sign == $1.acceleration.y.sign
+                            && $0.acceleration.z.sign == $1.acceleration.z.sign
+                    }
+                    #expect(same && signs, "\(l.name) \(units)")
+                }
+            }
+        }
+    }
+
+    @Test("A reused batch is overwritten in place, or copied while a consumer still holds it")
+    func reuse() {
+        var rng = SplitMix(state: 0x5EED)
+        let (d, step) = decoder(Self.layouts[0], units: .coreMotion, kinds: [.gyroscope, .accelerometer], clockOffset: 0)
+        let scans = 300
+        let one = randomScans(scans, size: step, rng: &rng), two = randomScans(scans, size: step, rng: &rng)
+        let times = UnsafeMutablePointer<Double>.allocate(capacity: scans)
+        defer { times.deallocate() }
+        let fresh1 = one.withUnsafeBytes { d.batch($0.baseAddress!, step: step, scans: scans, everySample: true, readTime: 1, period: 0, times: times) }
+        let fresh2 = two.withUnsafeBytes { d.batch($0.baseAddress!, step: step, scans: scans, everySample: true, readTime: 2, period: 0, times: times) }
+        var spare = CaptureBatch()
+        let held = one.withUnsafeBytes {
+            d.batch($0.baseAddress!, step: step, scans: scans, everySample: true, readTime: 1, period: 0, times: times, reusing: &spare)
+        }
+        let second = two.withUnsafeBytes {
+            d.batch($0.baseAddress!, step: step, scans: scans, everySample: true, readTime: 2, period: 0, times: times, reusing: &spare)
+        }
+        #expect(held.accelerometer == fresh1.accelerometer && held.gyroscope == fresh1.gyroscope)  // a consumer's batch never changes
+        #expect(second.accelerometer == fresh2.accelerometer && second.gyroscope == fresh2.gyroscope)
+        let third = one.withUnsafeBytes {  // nobody holds `second`'s arrays but `spare` now... and `second` itself
+            d.batch($0.baseAddress!, step: step, scans: scans, everySample: true, readTime: 1, period: 0, times: times, reusing: &spare)
+        }
+        #expect(third.accelerometer == fresh1.accelerometer && second.accelerometer == fresh2.accelerometer)
+    }
+
     @Test("A zero reads +0, never −0 (as Core Motion's `0 − v` did)")
     func noNegativeZero() {
         let l = Self.layouts[0]

@@ -343,6 +343,7 @@ final class DeviceCapture: Sendable {
         let buffer = prepared.buffer
         let everySample = settings.everySample
         var times = UnsafeMutableBufferPointer<Double>.allocate(capacity: everySample ? max(1, prepared.status.samplesPerWakeup) : 1)
+        var spare = CaptureBatch()  // the last batch's arrays, reused once its consumers are done
         defer {
             times.deallocate()
             state.withLock { $0.buffer = nil }
@@ -358,7 +359,7 @@ final class DeviceCapture: Sendable {
                     times = .allocate(capacity: scans)
                 }
                 deliver(decoder.batch(start, step: step, scans: scans, everySample: everySample,
-                                      readTime: readTime, period: prepared.period, times: times.baseAddress!))
+                                      readTime: readTime, period: prepared.period, times: times.baseAddress!, reusing: &spare))
             case .failure(let e):
                 if isStopping { return }
                 fail(settings.plans.map(\.info.kind), refillError(e, timeout: prepared.status.timeout), true)

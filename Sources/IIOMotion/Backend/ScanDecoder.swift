@@ -98,6 +98,10 @@ struct ScanDecoder {
         var f: (Double, Double, Double, Double, Double, Double, Double, Double, Double)
         /// The reader for all three axes: specialised when they share one specialised form.
         var form: Element.Form
+        /// When each row of `f` has a single non-zero factor (the mount matrix only swaps axes and
+        /// flips signs, as nearly all do): output `i` is `factor.i · (raw(axes.i) + offset.i) + 0`,
+        /// three products instead of nine, and the same bits (the other terms are exact zeros).
+        var lone: (axes: (Element, Element, Element), offset: (Double, Double, Double), factor: (Double, Double, Double))?
 
         init(_ s: Sensor, units: MotionUnits) {
             kind = s.kind
@@ -115,6 +119,18 @@ struct ScanDecoder {
                  m.6 * c.0 * unit, m.7 * c.1 * unit, m.8 * c.2 * unit)
             let forms = (s.axes.0.form, s.axes.1.form, s.axes.2.form)
             form = forms.0 == forms.1 && forms.1 == forms.2 && forms.0 != .le64 ? forms.0 : .general
+
+            let rows = [[f.0, f.1, f.2], [f.3, f.4, f.5], [f.6, f.7, f.8]]
+            let elements = [s.axes.0, s.axes.1, s.axes.2], offsets = [s.offset.0, s.offset.1, s.offset.2]
+            let columns = rows.compactMap { row -> Int? in
+                let nonZero = row.indices.filter { row[$0] != 0 }
+                return nonZero.count == 1 ? nonZero[0] : nil
+            }
+            if columns.count == 3 {
+                let (a, b, c) = (columns[0], columns[1], columns[2])
+                lone = ((elements[a], elements[b], elements[c]), (offsets[a], offsets[b], offsets[c]),
+                        (rows[0][a], rows[1][b], rows[2][c]))
+            }
         }
     }
 
@@ -125,7 +141,7 @@ struct ScanDecoder {
     /// The units ``batch(_:step:scans:everySample:readTime:period:times:)`` produces.
     let units: MotionUnits
     /// ``sensors`` folded for ``units``.
-    let folded: [Folded]
+    var folded: [Folded]
 
     /// A decoder of `buffer`'s scans, or nil when libiio did not enable one of the channels.
     init?(layout: DeviceLayout, buffer: IIOBuffer, device: Int, clockOffset: Int64, units: MotionUnits = .si) {
@@ -182,16 +198,18 @@ struct ScanDecoder {
     // MARK: The capture's fast path
 
     /// One refill's samples in public units (``units``), per sensor: every scan's when
-    /// `everySample` (one array per sensor: the only allocation, once per refill), else only the
-    /// newest scan's, with the count of scans.
+    /// `everySample` (one array per sensor), else only the newest scan's, with the count of scans.
     ///
     /// - Parameters:
     ///   - start: the first scan; `step` bytes from one scan to the next; `scans` scans.
     ///   - readTime, period: for devices without a timestamp channel, scan `i` is dated
-    ///     `readTime − (scans − 1 − i) · period`.
+    ///   `readTime − (scans − 1 − i) · period`.
     ///   - times: scratch room for `scans` timestamps (`everySample`) or one.
+    ///   - spare: the arrays of the previous batch, overwritten in place when no consumer holds
+    ///     them any more (no allocation), else copied on write: an allocation per refill at most.
     func batch(_ start: UnsafeRawPointer, step: Int, scans: Int, everySample: Bool,
-               readTime: Double, period: Double, times: UnsafeMutablePointer<Double>) -> CaptureBatch {
+               readTime: Double, period: Double, times: UnsafeMutablePointer<Double>,
+               reusing spare: inout CaptureBatch) -> CaptureBatch {
         var batch = CaptureBatch()
         guard scans > 0 else { return batch }
         let first = everySample ? 0 : scans - 1
@@ -208,25 +226,46 @@ struct ScanDecoder {
             }
             switch kind {
             case .accelerometer:
-                batch.accelerometer = collect(i, from, step: step, count: count, times: times)
+                refill(&spare.accelerometer, i, from, step: step, count: count, times: times)
+                batch.accelerometer = spare.accelerometer
                 batch.record(batch.accelerometer.last.map(CapturedSample.init), count: scans)
             case .gyroscope:
-                batch.gyroscope = collect(i, from, step: step, count: count, times: times)
+                refill(&spare.gyroscope, i, from, step: step, count: count, times: times)
+                batch.gyroscope = spare.gyroscope
                 batch.record(batch.gyroscope.last.map(CapturedSample.init), count: scans)
             case .magnetometer:
-                batch.magnetometer = collect(i, from, step: step, count: count, times: times)
+                refill(&spare.magnetometer, i, from, step: step, count: count, times: times)
+                batch.magnetometer = spare.magnetometer
                 batch.record(batch.magnetometer.last.map(CapturedSample.init), count: scans)
             }
         }
         return batch
     }
 
-    /// Sensor `index` of `count` scans, as a new array.
-    func collect<T: DecodedSample>(_ index: Int, _ start: UnsafeRawPointer, step: Int, count: Int,
-                                   times: UnsafePointer<Double>) -> [T] {
-        [T](unsafeUninitializedCapacity: count) { out, initialized in
-            fill(index, start, step: step, count: count, times: times, into: out.baseAddress!)
-            initialized = count
+    /// ``batch(_:step:scans:everySample:readTime:period:times:reusing:)`` into new arrays.
+    func batch(_ start: UnsafeRawPointer, step: Int, scans: Int, everySample: Bool,
+               readTime: Double, period: Double, times: UnsafeMutablePointer<Double>) -> CaptureBatch {
+        var spare = CaptureBatch()
+        return batch(start, step: step, scans: scans, everySample: everySample, readTime: readTime, period: period,
+                     times: times, reusing: &spare)
+    }
+
+    /// Sensor `index` of `count` scans into `samples`: in place when it already holds `count`
+    /// samples (Swift copies it first if a consumer still holds it), else as a new array.
+    ///
+    /// Reusing matters: a new 128 KB array per refill and sensor is freed on the handler's thread,
+    /// and glibc gives such memory back to the kernel and faults it in again, page by page.
+    func refill<T: DecodedSample>(_ samples: inout [T], _ index: Int, _ start: UnsafeRawPointer, step: Int, count: Int,
+                                  times: UnsafePointer<Double>) {
+        if samples.count == count {
+            samples.withUnsafeMutableBufferPointer { out in
+                fill(index, start, step: step, count: count, times: times, into: out.baseAddress!)
+            }
+        } else {
+            samples = [T](unsafeUninitializedCapacity: count) { out, initialized in
+                fill(index, start, step: step, count: count, times: times, into: out.baseAddress!)
+                initialized = count
+            }
         }
     }
 
@@ -258,11 +297,39 @@ struct ScanDecoder {
     func fill<T: DecodedSample>(_ index: Int, _ start: UnsafeRawPointer, step: Int, count: Int,
                                 times: UnsafePointer<Double>, into out: UnsafeMutablePointer<T>) {
         let s = folded[index]
+        if let lone = s.lone {
+            switch s.form {
+            case .le16: Self.fill(LE16Reader.self, lone, start, step: step, count: count, times: times, into: out)
+            case .le32: Self.fill(LE32Reader.self, lone, start, step: step, count: count, times: times, into: out)
+            case .be16: Self.fill(BE16Reader.self, lone, start, step: step, count: count, times: times, into: out)
+            case .le64, .general: Self.fill(GeneralReader.self, lone, start, step: step, count: count, times: times, into: out)
+            }
+            return
+        }
         switch s.form {
         case .le16: Self.fill(LE16Reader.self, s, start, step: step, count: count, times: times, into: out)
         case .le32: Self.fill(LE32Reader.self, s, start, step: step, count: count, times: times, into: out)
         case .be16: Self.fill(BE16Reader.self, s, start, step: step, count: count, times: times, into: out)
         case .le64, .general: Self.fill(GeneralReader.self, s, start, step: step, count: count, times: times, into: out)
+        }
+    }
+
+    /// The hot loop when each output reads one axis: three reads, adds and products, one store.
+    @inline(__always)
+    private static func fill<R: ElementReader, T: DecodedSample>(
+        _: R.Type, _ lone: (axes: (Element, Element, Element), offset: (Double, Double, Double), factor: (Double, Double, Double)),
+        _ start: UnsafeRawPointer, step: Int, count: Int, times: UnsafePointer<Double>, into out: UnsafeMutablePointer<T>
+    ) {
+        let rx = R(lone.axes.0), ry = R(lone.axes.1), rz = R(lone.axes.2)
+        let o = lone.offset
+        let f = lone.factor
+        var scan = start
+        for i in 0..<count {
+            (out + i).initialize(to: T(timestamp: times[i],
+                                       x: f.0 * (Double(rx.value(scan)) + o.0) + 0,
+                                       y: f.1 * (Double(ry.value(scan)) + o.1) + 0,
+                                       z: f.2 * (Double(rz.value(scan)) + o.2) + 0))
+            scan += step
         }
     }
 
