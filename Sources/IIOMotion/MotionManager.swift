@@ -38,6 +38,8 @@ public final class MotionManager: Sendable {
     let state: Locked<State>
     /// Streaming: captures, subscribers and the latest samples (see Streaming.swift).
     let hub: StreamHub
+    /// Device motion: the fusion filter and its state (see DeviceMotionUpdates.swift).
+    let motionEngine = DeviceMotionEngine()
 
     /// Immutable snapshot of one discovery; replaced whole by `rediscover()`, so readers copy it out
     /// of the lock and do their (possibly slow) sysfs I/O without holding it.

@@ -189,6 +189,61 @@ extension MotionManager {
         stop(.gyroscope)
     }
 
+    // MARK: Magnetometer
+
+    /// The interval, in seconds, at which push-mode handlers get magnetometer samples (see
+    /// ``accelerometerUpdateInterval``).
+    public var magnetometerUpdateInterval: Double {
+        get { hub.sensor(.magnetometer).interval }
+        set { setInterval(newValue, for: .magnetometer) }
+    }
+
+    /// True while magnetometer updates run.
+    public var isMagnetometerActive: Bool { hub.isActive(.magnetometer) }
+
+    /// The newest magnetometer sample (µT, uncalibrated: hard-iron offsets included), or nil
+    /// (see ``accelerometerData``).
+    public var magnetometerData: MagnetometerData? { latest(.magnetometer) }
+
+    /// Starts magnetometer updates without a handler: read ``magnetometerData``.
+    /// - Throws: ``MotionError`` when there is no magnetometer or it cannot be started.
+    public func startMagnetometerUpdates() throws(MotionError) {
+        try startPull(.magnetometer)
+    }
+
+    /// Starts magnetometer updates delivered to a handler, at most once per ``magnetometerUpdateInterval``.
+    /// - Parameters:
+    ///   - queue: where the handler runs; the manager's private serial queue when nil.
+    ///   - handler: gets `(data, nil)` per update, or `(nil, error)` once when the sensor fails.
+    public func startMagnetometerUpdates(to queue: DispatchQueue? = nil,
+                                         withHandler handler: @escaping @Sendable (MagnetometerData?, MotionError?) -> Void) {
+        startPush(.magnetometer, queue: queue, handler)
+    }
+
+    /// Starts magnetometer updates in batches holding every sample.
+    /// - Parameters:
+    ///   - queue: where the handler runs; the manager's private serial queue when nil.
+    ///   - handler: gets `(samples, nil)` per batch, or `(nil, error)` once when the sensor fails.
+    public func startMagnetometerBatches(to queue: DispatchQueue? = nil,
+                                         withHandler handler: @escaping @Sendable ([MagnetometerData]?, MotionError?) -> Void) {
+        startBatches(.magnetometer, queue: queue, handler)
+    }
+
+    /// Magnetometer updates as an async sequence.
+    public func magnetometerUpdates() -> AsyncThrowingStream<MagnetometerData, any Error> {
+        updates(.magnetometer)
+    }
+
+    /// Every magnetometer sample, in batches, as an async sequence.
+    public func magnetometerBatches() -> AsyncThrowingStream<[MagnetometerData], any Error> {
+        batches(.magnetometer)
+    }
+
+    /// Stops every kind of magnetometer update.
+    public func stopMagnetometerUpdates() {
+        stop(.magnetometer)
+    }
+
     // MARK: Configuration and state
 
     /// Asks for a sampling frequency (Hz) for a sensor, instead of the lowest one that serves its
@@ -253,8 +308,9 @@ extension MotionManager {
         hub.sensor(kind).statistics
     }
 
-    /// Stops every sensor's updates and joins their capture threads.
+    /// Stops every sensor's updates and device motion, and joins their capture threads.
     public func stopAllUpdates() {
+        stopDeviceMotionUpdates()
         let plans = activePlans()
         hub.control.sync { hub.stop(SensorKind.allCases, plans: plans, uri: uri) }
     }
@@ -280,14 +336,14 @@ extension MotionManager {
         if changed { restartIfActive(kind) }
     }
 
-    private func restartIfActive(_ kind: SensorKind) {
-        guard hub.isActive(kind) else { return }
+    func restartIfActive(_ kind: SensorKind) {
+        guard hub.isActive(kind, owner: nil) else { return }
         let plans = activePlans()
         hub.control.sync { _ = hub.reconcile(plans: plans, uri: uri) }
     }
 
     /// The chosen plan per kind, or the reason a kind has none.
-    private func plan(_ kind: SensorKind) -> Result<SensorPlan, MotionError> {
+    func plan(_ kind: SensorKind) -> Result<SensorPlan, MotionError> {
         let snapshot = state.withLock { $0 }
         switch snapshot.discovery {
         case .failure(let e): return .failure(e)
@@ -298,17 +354,18 @@ extension MotionManager {
         }
     }
 
-    private func activePlans() -> [SensorKind: SensorPlan] {
+    func activePlans() -> [SensorKind: SensorPlan] {
         state.withLock { $0.chosen }
     }
 
     /// Registers a consumer, then starts (or restarts) the device capture; on failure the consumer
     /// is removed and the error returned.
-    private func start(_ kind: SensorKind, _ delivery: StreamHub.Consumer.Delivery) -> (id: Int?, error: MotionError?) {
+    func start(_ kind: SensorKind, _ delivery: StreamHub.Consumer.Delivery, owner: StreamHub.Owner = .user,
+               minimumRate: Double? = nil) -> (id: Int?, error: MotionError?) {
         if case .failure(let e) = plan(kind) { return (nil, e) }
         // Counts restart when the sensor goes from idle to active, not when a second consumer joins.
-        let wasActive = hub.isActive(kind)
-        let id = hub.add(kind, delivery)
+        let wasActive = hub.isActive(kind, owner: nil)
+        let id = hub.add(kind, delivery, owner: owner, minimumRate: minimumRate)
         if !wasActive { hub.state.withLock { $0.sensors[kind]?.statistics = UpdateStatistics() } }
         let plans = activePlans()
         let failures = hub.control.sync { hub.reconcile(plans: plans, uri: uri) }
@@ -320,7 +377,7 @@ extension MotionManager {
     }
 
     private func startPull(_ kind: SensorKind) throws(MotionError) {
-        if hub.state.withLock({ s in s.sensors[kind]?.consumers.values.contains { if case .pull = $0.delivery { true } else { false } } ?? false }) {
+        if hub.state.withLock({ s in s.sensors[kind]?.consumers.values.contains { if case .pull = $0.delivery, $0.owner == .user { true } else { false } } ?? false }) {
             if hub.isActive(kind) { return }
         }
         let r = start(kind, .pull)
@@ -330,7 +387,7 @@ extension MotionManager {
     private func startPush<T: CapturedConvertible>(_ kind: SensorKind, queue: DispatchQueue?,
                                                    _ handler: @escaping @Sendable (T?, MotionError?) -> Void) {
         // As in Core Motion, a new handler replaces the previous one.
-        hub.remove(kind) { if case .coalesced = $0 { true } else { false } }
+        hub.remove(kind) { if case .coalesced = $0.delivery, $0.owner == .user { true } else { false } }
         let q = queue ?? hub.handlerQueue
         let r = start(kind, .coalesced({ s, e in handler(s.map { T($0) }, e) }, queue: q))
         if let e = r.error { q.async { handler(nil, e) } }
@@ -338,7 +395,7 @@ extension MotionManager {
 
     private func startBatches<T: CapturedConvertible>(_ kind: SensorKind, queue: DispatchQueue?,
                                                       _ handler: @escaping @Sendable ([T]?, MotionError?) -> Void) {
-        hub.remove(kind) { if case .batched = $0 { true } else { false } }
+        hub.remove(kind) { if case .batched = $0.delivery, $0.owner == .user { true } else { false } }
         let q = queue ?? hub.handlerQueue
         let r = start(kind, .batched(make: { batch in
             let samples = T.all(in: batch)
@@ -368,7 +425,7 @@ extension MotionManager {
         return stream
     }
 
-    private func endConsumer(_ kind: SensorKind, id: Int) {
+    func endConsumer(_ kind: SensorKind, id: Int) {
         hub.remove(kind, id: id)
         let plans = activePlans()
         hub.control.async { [hub, uri] in hub.reconcile(plans: plans, uri: uri) }

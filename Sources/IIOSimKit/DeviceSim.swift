@@ -273,10 +273,11 @@ final class DeviceSim: Sendable {
     // MARK: raw files
 
     /// The raw value of each channel at monotonic time `now` (one motion state for all channels).
-    func rawValues(motionTime t: Double, noisy: Bool) -> [Int64] {
+    func rawValues(motionTime t: Double, noisy: Bool, rate: Double = 100) -> [Int64] {
         let m = options.motion.state(at: t)
+        let imp = options.imperfections
+        let accelSigma = imp.accelSigma(rate: rate), gyroSigma = imp.gyroSigma(rate: rate)
         return state.withLock { s in
-            let imp = options.imperfections
             var out: [Int64] = []
             out.reserveCapacity(channels.count)
             for (i, ch) in channels.enumerated() {
@@ -286,16 +287,19 @@ final class DeviceSim: Sendable {
                 case .timestamp: out.append(0); continue
                 case .accel:
                     v = m.acceleration
-                    if noisy && imp.accelNoise > 0 {
-                        v += Vec3(s.noise.gaussian(), s.noise.gaussian(), s.noise.gaussian()) * imp.accelNoise
+                    if noisy && accelSigma > 0 {
+                        v += Vec3(s.noise.gaussian(), s.noise.gaussian(), s.noise.gaussian()) * accelSigma
                     }
                 case .anglvel:
                     v = m.angularVelocity + imp.gyroBias
-                    if noisy && imp.gyroNoise > 0 {
-                        v += Vec3(s.noise.gaussian(), s.noise.gaussian(), s.noise.gaussian()) * imp.gyroNoise
+                    if noisy && gyroSigma > 0 {
+                        v += Vec3(s.noise.gaussian(), s.noise.gaussian(), s.noise.gaussian()) * gyroSigma
                     }
                 case .magn:
                     v = m.magneticField
+                    if noisy && imp.magnNoise > 0 {
+                        v += Vec3(s.noise.gaussian(), s.noise.gaussian(), s.noise.gaussian()) * imp.magnNoise
+                    }
                 }
                 // The chip measures in its own frame; the mount matrix M takes chip to device
                 // (v_device = M·v_chip), so the chip sees Mᵀ·v_device.
@@ -311,8 +315,8 @@ final class DeviceSim: Sendable {
         }
     }
 
-    func refreshRaw(at now: Int64, motionTime: Double, scratch: String) {
-        let values = rawValues(motionTime: motionTime, noisy: true)
+    func refreshRaw(at now: Int64, motionTime: Double, scratch: String, rate: Double = 100) {
+        let values = rawValues(motionTime: motionTime, noisy: true, rate: rate)
         let skip = state.withLock { $0.pinned }
         for (ch, v) in zip(channels, values) where ch.spec.hasRaw {
             let file = "in_\(ch.spec.id)_raw"
@@ -327,10 +331,11 @@ final class DeviceSim: Sendable {
         let types = motionTypes
         while !simulator.isStopping {
             if state.withLock({ $0.unplugged }) { return }
-            let hz = min(max(rate(types: types, simulator: simulator), 10), options.rawRefreshMax)
+            let deviceRate = rate(types: types, simulator: simulator)
+            let hz = min(max(deviceRate, 10), options.rawRefreshMax)
             if simulator.waitForStop(nanoseconds: Int64(1e9 / hz)) { return }
             let now = SimClock.now()
-            refreshRaw(at: now, motionTime: simulator.motionTime(now), scratch: simulator.scratch)
+            refreshRaw(at: now, motionTime: simulator.motionTime(now), scratch: simulator.scratch, rate: max(deviceRate, 10))
         }
     }
 

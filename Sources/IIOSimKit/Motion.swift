@@ -247,15 +247,38 @@ public struct Imperfections: Sendable, Equatable {
     public var gyroNoise: Double = 0
     /// Constant gyroscope bias, rad/s.
     public var gyroBias: Vec3 = .zero
+    /// Accelerometer noise density, m/s²/√Hz (a datasheet's µg/√Hz × 9.80665e-6): white noise of
+    /// σ = density · √(rate / 2) per sample at the sampling frequency in force (bandwidth ODR/2).
+    public var accelNoiseDensity: Double = 0
+    /// Gyroscope noise density, rad/s/√Hz (a datasheet's °/s/√Hz × π/180), likewise.
+    public var gyroNoiseDensity: Double = 0
+    /// Standard deviation of white noise on each magnetometer axis, gauss.
+    public var magnNoise: Double = 0
 
-    public init(accelNoise: Double = 0, gyroNoise: Double = 0, gyroBias: Vec3 = .zero) {
+    public init(accelNoise: Double = 0, gyroNoise: Double = 0, gyroBias: Vec3 = .zero,
+                accelNoiseDensity: Double = 0, gyroNoiseDensity: Double = 0, magnNoise: Double = 0) {
         self.accelNoise = accelNoise
         self.gyroNoise = gyroNoise
         self.gyroBias = gyroBias
+        self.accelNoiseDensity = accelNoiseDensity
+        self.gyroNoiseDensity = gyroNoiseDensity
+        self.magnNoise = magnNoise
     }
 
     /// True when nothing is added.
-    public var isIdeal: Bool { accelNoise == 0 && gyroNoise == 0 && gyroBias == .zero }
+    public var isIdeal: Bool {
+        accelNoise == 0 && gyroNoise == 0 && gyroBias == .zero && accelNoiseDensity == 0 && gyroNoiseDensity == 0 && magnNoise == 0
+    }
+
+    /// Per-sample σ of the accelerometer's noise at `rate` Hz.
+    public func accelSigma(rate: Double) -> Double {
+        (accelNoise * accelNoise + accelNoiseDensity * accelNoiseDensity * max(rate, 0) / 2).squareRoot()
+    }
+
+    /// Per-sample σ of the gyroscope's noise at `rate` Hz.
+    public func gyroSigma(rate: Double) -> Double {
+        (gyroNoise * gyroNoise + gyroNoiseDensity * gyroNoiseDensity * max(rate, 0) / 2).squareRoot()
+    }
 }
 
 /// A small deterministic generator (SplitMix64) with Gaussian samples (Box–Muller), so that a run

@@ -55,6 +55,10 @@ public struct SimCommandLine: Sendable {
       --accel-noise SIGMA     white noise on the accelerometer, m/s² (default 0)
       --gyro-noise SIGMA      white noise on the gyroscope, rad/s (default 0)
       --gyro-bias X,Y,Z       constant gyroscope bias, rad/s
+      --accel-noise-density UG  accelerometer noise density from a datasheet, µg/√Hz (BMI160: 180);
+                              the noise per sample follows the sampling frequency in force
+      --gyro-noise-density DPS  gyroscope noise density, °/s/√Hz (BMI160: 0.007)
+      --magn-noise UT         white noise on the magnetometer, µT
       --seed N                seed for the noise (default 1)
       --fast                  stream as fast as the reader drains (virtual time) instead of at the
                               sampling frequency
@@ -122,6 +126,12 @@ public struct SimCommandLine: Sendable {
                 let parts = v.split(separator: ",").compactMap { Double($0) }
                 guard parts.count == 3 else { throw UsageError(description: "--gyro-bias expects X,Y,Z in rad/s") }
                 options.imperfections.gyroBias = Vec3(parts[0], parts[1], parts[2])
+            case "--accel-noise-density":
+                options.imperfections.accelNoiseDensity = try number(a) * 1e-6 * MotionScript.g
+            case "--gyro-noise-density":
+                options.imperfections.gyroNoiseDensity = try number(a) * Double.pi / 180
+            case "--magn-noise":
+                options.imperfections.magnNoise = try number(a) / 100
             case "--seed":
                 let v = try value(a)
                 guard let s = UInt64(v) else { throw UsageError(description: "--seed: \"\(v)\" is not a non-negative integer") }

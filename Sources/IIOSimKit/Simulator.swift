@@ -225,6 +225,10 @@ public final class Simulator: Sendable {
 
     var isStopping: Bool { !running.load(ordering: .acquiring) }
 
+    /// `CLOCK_MONOTONIC` nanoseconds at the motion's time zero: a sample stamped `t` (monotonic
+    /// seconds) saw the scripted motion's state at `t - motionStart / 1e9` (ground truth).
+    public var motionStartNanoseconds: Int64 { startTime }
+
     /// Seconds since the simulator was created (the motion's clock).
     func motionTime(_ monotonicNs: Int64) -> Double { Double(monotonicNs - startTime) / 1e9 }
 

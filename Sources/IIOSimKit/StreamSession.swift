@@ -256,8 +256,8 @@ final class StreamSession: Sendable {
     }
 
     /// Encodes the scan for `monotonicNs` into `buffer` at `at`.
-    func encodeScan(into buffer: inout [UInt8], at base: Int, monotonicNs: Int64, clockOffset: Int64) {
-        let values = device.rawValues(motionTime: simulator.motionTime(monotonicNs), noisy: true)
+    func encodeScan(into buffer: inout [UInt8], at base: Int, monotonicNs: Int64, clockOffset: Int64, rate: Double) {
+        let values = device.rawValues(motionTime: simulator.motionTime(monotonicNs), noisy: true, rate: rate)
         for (e, ci) in zip(layout.elements, channelMap) {
             let ch = device.channels[ci]
             let v: Int64
@@ -344,7 +344,7 @@ final class StreamSession: Sendable {
                         counts.dropped += Int64(pendingScans - r.scans)
                         pendingScans = 0
                     }
-                    encodeScan(into: &pending, at: pendingScans * scanSize, monotonicNs: next, clockOffset: clockOffset)
+                    encodeScan(into: &pending, at: pendingScans * scanSize, monotonicNs: next, clockOffset: clockOffset, rate: rate)
                     pendingScans += 1
                 }
                 next += period
@@ -376,7 +376,7 @@ final class StreamSession: Sendable {
         let t0 = SimClock.now()
         var block = [UInt8](repeating: 0, count: blockScans * scanSize)
         for k in 0..<blockScans {
-            encodeScan(into: &block, at: k * scanSize, monotonicNs: t0 + Int64(k) * period, clockOffset: clockOffset)
+            encodeScan(into: &block, at: k * scanSize, monotonicNs: t0 + Int64(k) * period, clockOffset: clockOffset, rate: nominal)
         }
         let tsElement = zip(layout.elements, channelMap).first { device.channels[$0.1].typeName == "timestamp" }?.0
         let chunkScans = max(1, Int(PIPE_BUF) / scanSize)

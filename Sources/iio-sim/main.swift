@@ -112,6 +112,9 @@ if let script = commandLine.permissionScript {
         }
     }
 }
+// Ground truth for COMMAND: the scripted motion and its time zero on CLOCK_MONOTONIC.
+setenv("IIO_SIM_MOTION", commandLine.options.motion.description, 1)
+setenv("IIO_SIM_MOTION_START_NS", String(simulator.motionStartNanoseconds), 1)
 do {
     try simulator.start()
 } catch {

@@ -14,7 +14,7 @@ import Testing
 // Helpers are `private` so they cannot collide with the other suites of this target.
 
 /// Every shipped fixture; `fixtureListIsComplete` fails when one is added without being listed here.
-private let fixtures = ["bmi160", "lsm6dsx", "hid-sensor-hub", "mpu6050", "cros-ec"]
+private let fixtures = ["bmi160", "lsm6dsx", "hid-sensor-hub", "mpu6050", "cros-ec", "sense-hat"]
 
 @Suite("motion-monitor under iio-sim", .enabled(if: Tools.ready, Comment(rawValue: Tools.notReadyReason)))
 struct MotionMonitorIntegrationTests {

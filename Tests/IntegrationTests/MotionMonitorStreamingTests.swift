@@ -25,6 +25,7 @@ private let countsPerFixture: [(fixture: String, count: Int)] = [
     ("hid-sensor-hub", 15),  // 10 Hz
     ("mpu6050", 60),         // 50 Hz
     ("cros-ec", 20),         // 0 Hz raised to 12.5 Hz (accelerometer) and 25 Hz (gyroscope)
+    ("sense-hat", 20),       // 59.5 Hz (accelerometer and gyroscope; the magnetometer is not streamed by default)
 ]
 
 /// Motion that makes every sample different (so order and identity are checked, not just counts).

@@ -61,6 +61,10 @@ struct SimulatorIntegrationTests {
                 if !file.hasPrefix("in_") {
                     script += "iio_attr -u local: -d iio:device\(n) \(file); "
                     expected.append(value)
+                } else if let own = device.channels.first(where: { file.hasPrefix("in_\($0.id)_") }) {
+                    // A per-channel file (in_magn_x_scale) is that channel's attribute (scale).
+                    script += "iio_attr -u local: -c iio:device\(n) \(own.id) \(file.dropFirst("in_\(own.id)_".count)); "
+                    expected.append(value)
                 } else if let axisChannel = device.channels.first(where: { $0.axis != nil && file.hasPrefix("in_\($0.typeName)_") }) {
                     // A shared-by-type file (in_accel_scale) is every axis channel's attribute (scale).
                     let attr = String(file.dropFirst("in_\(axisChannel.typeName)_".count))

@@ -41,8 +41,21 @@ final class StreamHub: Sendable {
             case pull
         }
         var delivery: Delivery
+        /// Who registered it: stopping a sensor's updates removes only its owner's consumers
+        /// (device motion keeps the accelerometer running when its own updates stop, as in Core Motion).
+        var owner: Owner = .user
+        /// A sampling frequency this consumer needs at least (device motion's filter), if any.
+        var minimumRate: Double?
         /// Sample time from which the next coalesced delivery is due.
         var nextDue: Double = -.infinity
+    }
+
+    /// Who a consumer belongs to.
+    enum Owner: Sendable, Hashable {
+        /// The sensor's own updates (start…Updates, start…Batches, the async forms).
+        case user
+        /// Device motion's feed.
+        case deviceMotion
     }
 
     /// Per sensor kind.
@@ -94,11 +107,11 @@ final class StreamHub: Sendable {
     // MARK: Consumers
 
     /// Adds a consumer of `kind`; returns its id.
-    func add(_ kind: SensorKind, _ delivery: Consumer.Delivery) -> Int {
+    func add(_ kind: SensorKind, _ delivery: Consumer.Delivery, owner: Owner = .user, minimumRate: Double? = nil) -> Int {
         state.withLock { s in
             let id = s.nextConsumer
             s.nextConsumer += 1
-            s.sensors[kind, default: Sensor()].consumers[id] = Consumer(delivery: delivery)
+            s.sensors[kind, default: Sensor()].consumers[id] = Consumer(delivery: delivery, owner: owner, minimumRate: minimumRate)
             s.sensors[kind]!.error = nil
             s.sensors[kind]!.stopping = false
             return id
@@ -112,36 +125,51 @@ final class StreamHub: Sendable {
         }
     }
 
-    /// Removes the consumers of `kind` that deliver the way `matches` says (e.g. every push handler).
-    func remove(_ kind: SensorKind, where matches: (Consumer.Delivery) -> Bool) {
+    /// Removes the consumers of `kind` that `matches` picks (e.g. the user's push handler).
+    func remove(_ kind: SensorKind, where matches: (Consumer) -> Bool) {
         state.withLock { s in
             guard let consumers = s.sensors[kind]?.consumers else { return }
-            for (id, c) in consumers where matches(c.delivery) { s.sensors[kind]!.consumers[id] = nil }
+            for (id, c) in consumers where matches(c) { s.sensors[kind]!.consumers[id] = nil }
         }
     }
 
-    func isActive(_ kind: SensorKind) -> Bool {
+    /// Whether `kind` runs for `owner` (nil: for anyone).
+    func isActive(_ kind: SensorKind, owner: Owner? = .user) -> Bool {
         state.withLock { s in
             guard let sensor = s.sensors[kind] else { return false }
-            return !sensor.consumers.isEmpty && sensor.error == nil && !sensor.stopping
+            let has = owner.map { o in sensor.consumers.values.contains { $0.owner == o } } ?? !sensor.consumers.isEmpty
+            return has && sensor.error == nil && !sensor.stopping
         }
     }
 
-    /// Stops `kinds` without losing a sample: their captures end (and are joined) while the
-    /// consumers are still registered, so every batch read reaches them; then the consumers go.
+    /// Stops `owner`'s updates of `kinds`. A sensor nobody else uses stops without losing a
+    /// sample: its capture ends (and is joined) while the consumers are still registered, so every
+    /// batch read reaches them; then the consumers go. A sensor another owner still uses keeps
+    /// running: only `owner`'s consumers go (its capture restarts if what it must serve changed).
     /// Runs on ``control``.
-    func stop(_ kinds: [SensorKind], plans: [SensorKind: SensorPlan], uri: String) {
+    func stop(_ kinds: [SensorKind], owner: Owner = .user, plans: [SensorKind: SensorPlan], uri: String) {
         dispatchPrecondition(condition: .onQueue(control))
-        state.withLock { s in for k in kinds where s.sensors[k] != nil { s.sensors[k]!.stopping = true } }
+        let exclusive = state.withLock { s -> [SensorKind] in
+            var exclusive: [SensorKind] = []
+            for k in kinds where s.sensors[k] != nil {
+                if s.sensors[k]!.consumers.values.contains(where: { $0.owner != owner }) {
+                    for (id, c) in s.sensors[k]!.consumers where c.owner == owner { s.sensors[k]!.consumers[id] = nil }
+                } else {
+                    s.sensors[k]!.stopping = true
+                    exclusive.append(k)
+                }
+            }
+            return exclusive
+        }
         reconcile(plans: plans, uri: uri)
         state.withLock { s in
-            for k in kinds where s.sensors[k] != nil {
+            for k in exclusive {
                 s.sensors[k]!.consumers = [:]
                 s.sensors[k]!.stopping = false
                 s.sensors[k]!.error = nil
             }
         }
-        latest.withLock { l in for k in kinds { l.samples[k.slot] = nil } }
+        latest.withLock { l in for k in exclusive { l.samples[k.slot] = nil } }
     }
 
     // MARK: Reconfiguration
@@ -166,6 +194,9 @@ final class StreamHub: Sendable {
                     entry.0.everySample = true
                 }
                 if let r = sensor.requestedRate { entry.0.rate = max(entry.0.rate ?? 0, r) }
+                for r in sensor.consumers.values.compactMap(\.minimumRate) where sensor.requestedRate == nil {
+                    entry.0.rate = max(entry.0.rate ?? 0, r)
+                }
                 entry.1.append(plan)
                 byDevice[id] = entry
             }
