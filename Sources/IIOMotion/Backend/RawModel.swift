@@ -51,10 +51,12 @@ extension ScanFormat {
     /// the storage word (the kernel ABI's own constraints; every driver's `_type` meets them).
     ///
     /// A garbled `scan_elements/*_type` file breaks them: libiio leaves the fields it could not
-    /// parse at 0, and a storage length under 8 bits makes its sample-size arithmetic divide by
-    /// zero; storage of 24 bits made the decoder load 8 bytes past a 3-byte element; a shift of
-    /// the whole word reads a silent 0. Such a channel is not used as a scan element (the sensor
-    /// is polled; a bad timestamp element means scans are dated by the read time).
+    /// parse at 0, and its layout arithmetic takes offsets modulo `length / 8 × repeat` (zero
+    /// for a length under 8 bits, as read in libiio 0.24); storage of 63 bits (found by
+    /// scripts/fuzz) or 24 made the decoder load 8 bytes from a 7- or 3-byte element, past the end
+    /// of the scan; a shift of the whole word reads a silent 0. Such a channel is not used as a
+    /// scan element (the sensor is polled; a bad timestamp element means scans are dated by the
+    /// read time).
     var isDecodable: Bool {
         [8, 16, 32, 64].contains(storageBits) && `repeat` >= 1
             && realBits >= 1 && shift >= 0 && realBits <= storageBits - shift
