@@ -6,6 +6,7 @@
 //   motion-scenarios pull SECONDS                   accelerometerData from a tight loop on another thread
 //   motion-scenarios start-stop COUNT               start and stop with handlers running, COUNT times
 //   motion-scenarios failure SECONDS                wait for a handler error (e.g. under --unplug)
+//   motion-scenarios device-motion-sharing           device motion and the accelerometer's own updates side by side
 //   motion-scenarios device-motion SECONDS [arbitrary|corrected|north] [RATE]
 //                                                   device motion against iio-sim's ground truth
 import Dispatch
@@ -264,6 +265,33 @@ case "bench-idle":
     usleep(UInt32(seconds * 1e6))
     manager.stopAllUpdates()
     emit([("ok", "true")])
+case "device-motion-sharing":
+    // The accelerometer's own handler and device motion share one capture; stopping either leaves
+    // the other running (as in Core Motion).
+    let own = Atomic<Int>(0), fused = Atomic<Int>(0)
+    manager.accelerometerUpdateInterval = 0.02
+    manager.startAccelerometerUpdates { d, _ in if d != nil { own.add(1, ordering: .relaxed) } }
+    manager.startDeviceMotionUpdates { m, _ in if m != nil { fused.add(1, ordering: .relaxed) } }
+    usleep(500_000)
+    let both = (own.load(ordering: .relaxed), fused.load(ordering: .relaxed))
+    let activeBoth = (manager.isAccelerometerActive, manager.isDeviceMotionActive, manager.isGyroActive)
+    manager.stopDeviceMotionUpdates()
+    let afterMotionStop = own.load(ordering: .relaxed)
+    usleep(500_000)
+    let ownGrew = own.load(ordering: .relaxed) - afterMotionStop
+    let stillAccel = manager.isAccelerometerActive
+    manager.startDeviceMotionUpdates { m, _ in if m != nil { fused.add(1, ordering: .relaxed) } }
+    manager.stopAccelerometerUpdates()
+    let fusedBefore = fused.load(ordering: .relaxed)
+    usleep(500_000)
+    let fusedGrew = fused.load(ordering: .relaxed) - fusedBefore
+    let stillMotion = manager.isDeviceMotionActive
+    manager.stopAllUpdates()
+    emit([("ownWithBoth", "\(both.0)"), ("fusedWithBoth", "\(both.1)"), ("accelActive", "\(activeBoth.0)"),
+          ("motionActive", "\(activeBoth.1)"), ("gyroActive", "\(activeBoth.2)"),
+          ("ownAfterMotionStop", "\(ownGrew)"), ("accelStillActive", "\(stillAccel)"),
+          ("fusedAfterAccelStop", "\(fusedGrew)"), ("motionStillActive", "\(stillMotion)"),
+          ("motionAfterStopAll", "\(manager.isDeviceMotionActive)")])
 case "device-motion":
     // Every device motion estimate for SECONDS, compared with the simulator's scripted motion at
     // the estimate's timestamp (iio-sim exports the script and its time zero).
