@@ -22,6 +22,11 @@ extension Sample {
     init(_ d: GyroData) {
         self.init(timestamp: d.timestamp, x: d.rotationRate.x, y: d.rotationRate.y, z: d.rotationRate.z)
     }
+
+    /// The library's magnetometer sample (µT).
+    init(_ d: MagnetometerData) {
+        self.init(timestamp: d.timestamp, x: d.magneticField.x, y: d.magneticField.y, z: d.magneticField.z)
+    }
 }
 
 /// The pinned CSV form of `--csv`. Pure functions: the tests pin them down.

@@ -48,6 +48,50 @@ enum Format {
         }
     }
 
+    // MARK: Device motion
+
+    /// The pinned JSON line of a device motion estimate (issue H), angles in radians, gravity and
+    /// user acceleration in g, rotation rate in rad/s, numbers in their shortest round-trip form:
+    /// `{"sensor":"deviceMotion","timestamp":S,"attitude":{"roll":R,"pitch":P,"yaw":Y,"quaternion":{"x":..,"y":..,"z":..,"w":..}},"gravity":{"x":..,"y":..,"z":..},"userAcceleration":{"x":..,"y":..,"z":..},"rotationRate":{"x":..,"y":..,"z":..}}`.
+    static func json(_ m: DeviceMotion) -> String {
+        let q = m.attitude.quaternion
+        func xyz(_ x: Double, _ y: Double, _ z: Double) -> JSONValue { .object([("x", .number(x)), ("y", .number(y)), ("z", .number(z))]) }
+        return JSONValue.object([
+            ("sensor", .string("deviceMotion")),
+            ("timestamp", .number(m.timestamp)),
+            ("attitude", .object([
+                ("roll", .number(m.attitude.roll)),
+                ("pitch", .number(m.attitude.pitch)),
+                ("yaw", .number(m.attitude.yaw)),
+                ("quaternion", .object([("x", .number(q.x)), ("y", .number(q.y)), ("z", .number(q.z)), ("w", .number(q.w))])),
+            ])),
+            ("gravity", xyz(m.gravity.x, m.gravity.y, m.gravity.z)),
+            ("userAcceleration", xyz(m.userAcceleration.x, m.userAcceleration.y, m.userAcceleration.z)),
+            ("rotationRate", xyz(m.rotationRate.x, m.rotationRate.y, m.rotationRate.z)),
+        ]).text
+    }
+
+    /// The readable line of a device motion estimate, angles in degrees, e.g.
+    /// `deviceMotion   roll +0.00°  pitch +0.00°  yaw +90.00°  gravity x +0.0000  y +0.0000  z -1.0000 g  user x +0.0000  y +0.0000  z +0.0000 g  at 12.345678 s`,
+    /// with `  heading 123.45°` before `at` in a north-referenced frame (heading ≥ 0).
+    static func line(_ m: DeviceMotion) -> String {
+        let a = m.attitude
+        var text = "deviceMotion   roll \(degrees(a.roll))  pitch \(degrees(a.pitch))  yaw \(degrees(a.yaw))"
+        text += "  gravity \(xyz(m.gravity.x, m.gravity.y, m.gravity.z)) g"
+        text += "  user \(xyz(m.userAcceleration.x, m.userAcceleration.y, m.userAcceleration.z)) g"
+        if m.heading >= 0 { text += "  heading \(fixed(m.heading, 2))°" }
+        return text + "  at \(fixed(m.timestamp, 6)) s"
+    }
+
+    /// Radians as signed degrees with two decimals: `+90.00°`.
+    static func degrees(_ radians: Double) -> String {
+        fixed(radians * 180 / .pi, 2, sign: true) + "°"
+    }
+
+    private static func xyz(_ x: Double, _ y: Double, _ z: Double) -> String {
+        "x \(fixed(x, 4, sign: true))  y \(fixed(y, 4, sign: true))  z \(fixed(z, 4, sign: true))"
+    }
+
     private static func axes(_ r: Reading) -> String {
         "x \(fixed(r.x, 4, sign: true))  y \(fixed(r.y, 4, sign: true))  z \(fixed(r.z, 4, sign: true))"
     }

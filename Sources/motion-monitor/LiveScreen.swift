@@ -37,6 +37,25 @@ struct PanelModel: Equatable, Sendable {
     var coalesced: Int { max(0, samples - shown) }
 }
 
+/// What the device motion panel shows: the reference frame, the sensors fused, the newest
+/// estimate (angles in degrees on screen), and how often estimates arrive.
+struct MotionPanelModel: Equatable, Sendable {
+    /// `--reference-frame`.
+    var frame: MonitorOptions.ReferenceFrameChoice
+    /// `--interval`, in seconds (0: every estimate).
+    var interval: Double
+    /// The sensors fused, once started.
+    var sources: [SensorKind]?
+    /// The newest estimate.
+    var latest: DeviceMotion?
+    /// Estimates received.
+    var estimates = 0
+    /// Estimates per second, from their own timestamps.
+    var measuredRate: Double?
+    /// `Device motion encountered error: …`, once it has stopped.
+    var error: String?
+}
+
 /// The whole screen of the live view.
 struct ScreenModel: Equatable, Sendable {
     /// The libiio context, e.g. `local:`.
@@ -46,11 +65,13 @@ struct ScreenModel: Equatable, Sendable {
     /// `--csv`: the log's name, its rows, and why it stopped if it did.
     var log: (name: String, rows: Int, failure: String?)?
     var panels: [PanelModel]
+    /// The device motion panel, after the sensors' panels; nil when device motion is not shown.
+    var motion: MotionPanelModel?
     /// Notices of the library (a polled fallback and why).
     var notes: [String] = []
 
     static func == (a: ScreenModel, b: ScreenModel) -> Bool {
-        a.uri == b.uri && a.elapsed == b.elapsed && a.panels == b.panels && a.notes == b.notes
+        a.uri == b.uri && a.elapsed == b.elapsed && a.panels == b.panels && a.motion == b.motion && a.notes == b.notes
             && a.log?.name == b.log?.name && a.log?.rows == b.log?.rows && a.log?.failure == b.log?.failure
     }
 }
@@ -127,6 +148,10 @@ enum LiveScreen {
             out.append(StyledLine())
             out += self.panel(panel, width: w, style: style)
         }
+        if let motion = screen.motion {
+            out.append(StyledLine())
+            out += self.motionPanel(motion, width: w, style: style)
+        }
         if !screen.notes.isEmpty { out.append(StyledLine()) }
         for note in screen.notes {
             out += wrap("note: \(note)", width: w).map { StyledLine($0, yellow) }
@@ -173,6 +198,76 @@ enum LiveScreen {
         counts.add("\(p.lost.map(String.init) ?? "?") lost", (p.lost ?? 0) > 0 ? boldRed : nil)
         lines.append(counts)
         return lines
+    }
+
+    /// The device motion panel: roll, pitch and yaw in degrees with bars (±180°, pitch ±90°),
+    /// gravity, user acceleration and rotation rate, the heading in a north-referenced frame.
+    static func motionPanel(_ p: MotionPanelModel, width: Int, style: ScreenStyle) -> [StyledLine] {
+        var header = StyledLine("Device motion", bold)
+        header.add("  \(p.frame.frameName)")
+        if let sources = p.sources {
+            header.add("  from \(sources.map(\.rawValue).joined(separator: ", "))", dim)
+        } else if p.error == nil {
+            header.add("  starting…", dim)
+        }
+        var lines = [header]
+        if let error = p.error {
+            lines += wrap(error, width: width - 2).map { StyledLine("  " + $0, boldRed) }
+        }
+        let valueStyle = p.error == nil ? bold : dim
+        let m = p.latest
+        let angles: [(String, Double?, Double)] = [
+            ("roll", m?.attitude.roll, 180), ("pitch", m?.attitude.pitch, 90), ("yaw", m?.attitude.yaw, 180),
+        ]
+        for (i, (name, radians, range)) in angles.enumerated() {
+            var line = StyledLine("  " + name.padding(to: 6))
+            let value = radians.map { Format.fixed($0 * 180 / .pi, 2, sign: true) } ?? "—"
+            line.add(String(repeating: " ", count: max(0, 8 - value.count)) + value, valueStyle)
+            line.add("° ±\(Int(range))".padding(to: 8))
+            let barWidth = width - line.width
+            if barWidth >= 9 {
+                for (text, s) in bar(radians.map { $0 * 180 / .pi }, range: range, width: barWidth, unicode: style.unicode, color: axisColors[i]) {
+                    line.add(text, s)
+                }
+            }
+            lines.append(line)
+        }
+        let vectors: [(String, [Double]?, String)] = [
+            ("gravity", m.map { [$0.gravity.x, $0.gravity.y, $0.gravity.z] }, "g"),
+            ("user", m.map { [$0.userAcceleration.x, $0.userAcceleration.y, $0.userAcceleration.z] }, "g"),
+            ("rotation", m.map { [$0.rotationRate.x, $0.rotationRate.y, $0.rotationRate.z] }, "rad/s"),
+        ]
+        for (name, values, unit) in vectors {
+            var line = StyledLine("  " + name.padding(to: 9))
+            for (i, axis) in ["x", "y", "z"].enumerated() {
+                let value = values.map { Format.fixed($0[i], 4, sign: true) } ?? "—"
+                line.add(" \(axis) ")
+                line.add(String(repeating: " ", count: max(0, 7 - value.count)) + value, valueStyle)
+            }
+            line.add(" " + unit)
+            lines.append(line)
+        }
+        if p.frame.frame.isNorthReferenced {
+            var line = StyledLine("  heading  ")
+            if let heading = m?.heading, heading >= 0 {
+                line.add(Format.fixed(heading, 1) + "°", valueStyle)
+                line.add(" from magnetic north (\(compassPoint(heading)))")
+            } else {
+                line.add("—", dim)
+            }
+            lines.append(line)
+        }
+        let view = p.interval > 0 ? "every \(Format.shortest(p.interval)) s" : "every estimate"
+        let measured = p.measuredRate.map { Format.fixed($0, 1) + "/s" } ?? "–"
+        lines.append(StyledLine("  \(p.estimates) estimates, view \(view), measured \(measured)"))
+        return lines
+    }
+
+    /// `N`, `NE`, … for a heading in degrees.
+    static func compassPoint(_ degrees: Double) -> String {
+        let points = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"]
+        let i = Int(((degrees.truncatingRemainder(dividingBy: 360) + 360 + 22.5) / 45).rounded(.down)) % 8
+        return points[i]
     }
 
     /// `  100 Hz (asked 100 Hz), measured 99.9 Hz; view every 0.1 s, 10.0/s`, shortened to fit.
@@ -262,7 +357,9 @@ enum LiveScreen {
         case .gyroscope:
             return (estimate >= 0.5 && estimate <= 80) ? estimate : 2000 * Double.pi / 180
         case .magnetometer:
-            return estimate > 0 && estimate < 10_000 ? estimate : 1000
+            // A magnetometer's full scale (LSM9DS1: ±400 µT and more) would leave the Earth's field
+            // (25–65 µT) a sliver of the bar: ±100 µT shows it, and an arrow marks anything beyond.
+            return 100
         }
     }
 }

@@ -85,16 +85,18 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
     private var sampleHistory: [SensorKind: [(t: Double, n: Int)]] = [:]
     private var updateHistory: [SensorKind: [(t: Double, n: Int)]] = [:]
     private var lastShown: [SensorKind: Sample] = [:]
+    /// Device motion estimates' (timestamp, count), for the measured rate.
+    private var motionHistory: [(t: Double, n: Int)] = []
 
     /// - Parameters:
     ///   - queue: the output queue.
     ///   - style: colour and Unicode.
     ///   - options: `--interval`, `--rate`, `--uri`.
     ///   - sensors: the requested sensors, present (their info) or missing (nil).
-    ///   - units: the units shown.
+    ///   - motion: the reference frame of the device motion panel; nil for no such panel.
     ///   - log: the `--csv` log, whose row count the view shows.
     init(queue: DispatchQueue, style: ScreenStyle, options: MonitorOptions,
-         sensors: [(kind: SensorKind, info: SensorInfo?)], log: CSVLog?) {
+         sensors: [(kind: SensorKind, info: SensorInfo?)], motion: MonitorOptions.ReferenceFrameChoice? = nil, log: CSVLog?) {
         self.queue = queue
         self.style = style
         self.log = log
@@ -104,7 +106,8 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
                        range: s.info.map { LiveScreen.range(of: $0, units: options.units) } ?? 1,
                        unit: Format.unit(s.kind, options.units))
         }
-        screen = ScreenModel(uri: options.uri, elapsed: 0, log: log.map { ($0.name, 0, nil) }, panels: panels)
+        screen = ScreenModel(uri: options.uri, elapsed: 0, log: log.map { ($0.name, 0, nil) }, panels: panels,
+                             motion: motion.map { MotionPanelModel(frame: $0, interval: options.interval) })
     }
 
     /// Takes the terminal: hides the cursor, clears the screen once, starts the frame timer.
@@ -152,6 +155,33 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
             let rate = Double(total - first.n) / (last.timestamp - first.t)
             update(panel: kind) { $0.measuredRate = rate }
         }
+    }
+
+    /// Device motion has started, fusing these sensors.
+    func configureMotion(sources: [SensorKind]) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        screen.motion?.sources = sources
+    }
+
+    /// A device motion estimate.
+    func update(motion m: DeviceMotion) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard screen.motion != nil else { return }
+        screen.motion?.latest = m
+        screen.motion?.estimates += 1
+        let total = screen.motion?.estimates ?? 0
+        motionHistory.append((m.timestamp, total))
+        motionHistory.removeAll { m.timestamp - $0.t > 2 }
+        if let first = motionHistory.first, m.timestamp - first.t > 0.2 {
+            screen.motion?.measuredRate = Double(total - first.n) / (m.timestamp - first.t)
+        }
+    }
+
+    /// Device motion has stopped on an error.
+    func fail(motion error: MotionError) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        screen.motion?.error = Report.motionFailureMessage(error)
+        draw()
     }
 
     /// The sensor has stopped on an error.

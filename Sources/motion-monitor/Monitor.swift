@@ -1,5 +1,7 @@
+import Dispatch
 @preconcurrency import Glibc // stdout and stderr are C globals
 import IIOMotion
+import Locking
 
 /// The program: parses the arguments, runs the chosen mode, returns the exit status.
 enum Monitor {
@@ -48,7 +50,9 @@ enum Monitor {
             devices = [] // no IIO on this machine: an empty list
         }
         if options.sensor != .all {
-            devices = devices.filter { $0.sensors.contains { options.kinds.contains($0.kind) } }
+            // Device motion comes from the accelerometer and gyroscope: the devices with either.
+            let kinds: [SensorKind] = options.sensor == .motion ? [.accelerometer, .gyroscope] : options.kinds
+            devices = devices.filter { $0.sensors.contains { kinds.contains($0.kind) } }
         }
         if options.json {
             Console.out(Format.json(devices))
@@ -70,7 +74,9 @@ enum Monitor {
 
     // MARK: --once
 
-    /// Reads one sample of each requested sensor.
+    /// Reads one sample of each requested sensor. Under `all` that is the accelerometer, the
+    /// gyroscope and, when there is one, the magnetometer: device motion is an estimate made from
+    /// a stream, so `--once` gives it only when asked for by name (``onceMotion(_:_:)``).
     static func once(_ options: MonitorOptions) -> Report {
         let manager = makeManager(options)
         do throws(MotionError) {
@@ -78,12 +84,56 @@ enum Monitor {
         } catch {
             if let report = Report.contextFailure(error, uri: options.uri) { return report }
         }
-        let outcomes = options.kinds.map { kind in (kind: kind, outcome: sample(kind, from: manager)) }
+        if options.sensor == .motion { return onceMotion(options, manager) }
+        let kinds = options.kinds.filter { !options.sensor.isOptional($0) || manager.sensor($0) != nil }
+        let outcomes = kinds.map { kind in (kind: kind, outcome: sample(kind, from: manager)) }
         var report = Report.once(outcomes, json: options.json, units: options.units)
         if options.device != nil, outcomes.allSatisfy({ if case .missing = $0.outcome { true } else { false } }) {
             report.stderr.append(noMatchHint(options, manager))
         }
         return report
+    }
+
+    /// How long `--once --sensor motion` waits for the first estimate.
+    static let motionTimeout = 5.0
+
+    /// `--once --sensor motion`: starts device motion, waits (up to ``motionTimeout``) for the
+    /// filter's first estimate (its attitude is initialised from gravity, and from the magnetic
+    /// field in a north-referenced frame), prints it, and stops.
+    static func onceMotion(_ options: MonitorOptions, _ manager: MotionManager) -> Report {
+        let present = Set(SensorKind.allCases.filter { manager.sensor($0) != nil })
+        guard manager.isDeviceMotionAvailable else {
+            var report = Report(stderr: [Report.motionMissingMessage(present: present)], status: ExitStatus.unavailable)
+            if options.device != nil, present.isEmpty { report.stderr.append(noMatchHint(options, manager)) }
+            return report
+        }
+        let frames = manager.availableAttitudeReferenceFrames()
+        guard frames.contains(options.referenceFrame.frame) else {
+            return Report.frameUnavailable(options.referenceFrame, available: frames)
+        }
+        let first = Locked<(motion: DeviceMotion?, error: MotionError?)?>(nil)
+        let arrived = DispatchSemaphore(value: 0)
+        manager.deviceMotionUpdateInterval = 0
+        manager.startDeviceMotionUpdates(using: options.referenceFrame.frame, to: DispatchQueue(label: "motion-monitor.once")) { m, e in
+            let isFirst = first.withLock { f -> Bool in
+                guard f == nil else { return false }
+                f = (m, e)
+                return true
+            }
+            if isFirst { arrived.signal() }
+        }
+        let timedOut = arrived.wait(timeout: .now() + motionTimeout) == .timedOut
+        manager.stopAllUpdates()
+        let outcome = first.withLock { $0 }
+        if let m = outcome?.motion {
+            return Report(stdout: [options.json ? Format.json(m) : Format.line(m)])
+        }
+        if let error = outcome?.error {
+            return Report(stderr: [Report.motionFailureMessage(error)], status: ExitStatus.of(error))
+        }
+        _ = timedOut
+        return Report(stderr: ["Device motion gave no estimate within \(Format.shortest(motionTimeout)) s: the accelerometer and gyroscope delivered no samples it could pair. Run without --once to watch them (--verbose says how each is read)."],
+                      status: ExitStatus.ioError)
     }
 
     /// One sample of `kind`, or why there is none. A sensor that discovery found but cannot use

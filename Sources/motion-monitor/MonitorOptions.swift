@@ -31,20 +31,69 @@ struct MonitorOptions: Equatable, Sendable {
         case version
     }
 
-    /// Which sensors `--sensor` asks for. Later issues add cases (`magnetometer`, `motion`);
-    /// everything else asks ``kinds``, so adding one is a case here plus its `kinds`.
+    /// Which sensors `--sensor` asks for; everything else asks ``kinds`` (the IIO sensors read) and
+    /// ``includesDeviceMotion``.
     enum SensorChoice: String, CaseIterable, Equatable, Sendable {
         case accelerometer
         case gyroscope
+        case magnetometer
+        /// Device motion: attitude, gravity, user acceleration and rotation rate, fused by the
+        /// library from the accelerometer and gyroscope (and the magnetometer when there is one).
+        case motion
+        /// Every available sensor and device motion. The accelerometer and gyroscope are expected
+        /// (a missing one is named, as before the magnetometer existed); the magnetometer and
+        /// device motion are shown when the machine has them and are not mentioned when it has not
+        /// (most machines have no magnetometer: saying so on every run would be noise).
         case all
 
-        /// The sensors read, in output order.
+        /// The IIO sensors read, in output order (device motion is not one: see ``includesDeviceMotion``).
         var kinds: [SensorKind] {
             switch self {
             case .accelerometer: [.accelerometer]
             case .gyroscope: [.gyroscope]
-            case .all: [.accelerometer, .gyroscope]
+            case .magnetometer: [.magnetometer]
+            case .motion: []
+            case .all: [.accelerometer, .gyroscope, .magnetometer]
             }
+        }
+
+        /// Whether device motion is shown (after the sensors).
+        var includesDeviceMotion: Bool { self == .motion || self == .all }
+
+        /// Whether a missing `kind` goes unmentioned: the magnetometer under `all`.
+        func isOptional(_ kind: SensorKind) -> Bool { self == .all && kind == .magnetometer }
+    }
+
+    /// `--reference-frame`: the attitude reference frame of device motion.
+    enum ReferenceFrameChoice: String, CaseIterable, Equatable, Sendable {
+        /// Z vertical, x arbitrary (where the device pointed at start); yaw drifts slowly.
+        case arbitrary
+        /// As `arbitrary`, with the magnetometer correcting yaw drift; needs a magnetometer.
+        case corrected
+        /// Z vertical, x towards magnetic north; gives a heading; needs a magnetometer.
+        case north
+
+        /// The library's frame.
+        var frame: AttitudeReferenceFrame {
+            switch self {
+            case .arbitrary: .xArbitraryZVertical
+            case .corrected: .xArbitraryCorrectedZVertical
+            case .north: .xMagneticNorthZVertical
+            }
+        }
+
+        /// Core Motion's name of the frame, e.g. `xMagneticNorthZVertical`.
+        var frameName: String {
+            switch self {
+            case .arbitrary: "xArbitraryZVertical"
+            case .corrected: "xArbitraryCorrectedZVertical"
+            case .north: "xMagneticNorthZVertical"
+            }
+        }
+
+        /// The choices a machine offers, in this enum's order.
+        static func available(_ frames: AttitudeReferenceFrame) -> [ReferenceFrameChoice] {
+            allCases.filter { frames.contains($0.frame) }
         }
     }
 
@@ -59,6 +108,8 @@ struct MonitorOptions: Equatable, Sendable {
     var device: String?
     /// `--sensor`.
     var sensor: SensorChoice = .all
+    /// `--reference-frame`: device motion's attitude reference frame.
+    var referenceFrame: ReferenceFrameChoice = .arbitrary
     /// `--interval`: the update interval of the continuous view, in seconds; a cap, as in Core
     /// Motion (at most one reading per interval per sensor, the newest). `0` prints every sample
     /// the sensor makes, none coalesced.
@@ -92,8 +143,12 @@ struct MonitorOptions: Equatable, Sendable {
     /// (one wake-up per interval), so an hour at a high rate is already millions of scans.
     static let maximumInterval = 3600.0
 
-    /// The sensors to read, in output order.
+    /// The IIO sensors to read, in output order (under `all` including the magnetometer, which
+    /// callers skip when it is missing: ``SensorChoice/isOptional(_:)``).
     var kinds: [SensorKind] { sensor.kinds }
+
+    /// Whether device motion is requested (`--sensor motion` or `all`).
+    var deviceMotion: Bool { sensor.includesDeviceMotion }
 
     /// The units readings are printed in.
     var units: MotionUnits { si ? .si : .coreMotion }
@@ -119,6 +174,7 @@ struct MonitorOptions: Equatable, Sendable {
             return
         }
         var explicitMode: (mode: Mode, flag: String)?
+        var referenceFrameGiven = false
         var streamingFlag: String?  // the first option that only the continuous view uses
         var index = 0
         while index < arguments.count {
@@ -165,6 +221,13 @@ struct MonitorOptions: Equatable, Sendable {
                     throw UsageError("invalid value '\(value ?? "")' for '--sensor' (expected one of: \(values))")
                 }
                 sensor = choice
+            case .referenceFrame:
+                guard let value, let choice = ReferenceFrameChoice(rawValue: value) else {
+                    let values = ReferenceFrameChoice.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw UsageError("invalid value '\(value ?? "")' for '--reference-frame' (expected one of: \(values))")
+                }
+                referenceFrame = choice
+                referenceFrameGiven = true
             case .interval:
                 guard let seconds = value.flatMap(Self.decimal), seconds <= Self.maximumInterval else {
                     throw UsageError("invalid value '\(value ?? "")' for '--interval' (expected seconds from 0 to \(Int(Self.maximumInterval)), e.g. 0.1; 0 for every sample)")
@@ -204,6 +267,12 @@ struct MonitorOptions: Equatable, Sendable {
         if let streamingFlag, let explicitMode, explicitMode.mode != .watch {
             throw UsageError("'\(streamingFlag)' applies to the continuous view and cannot be used with '\(explicitMode.flag)'")
         }
+        if referenceFrameGiven {
+            if mode == .list { throw UsageError("'--reference-frame' applies to device motion and cannot be used with '--list'") }
+            if !deviceMotion {
+                throw UsageError("'--reference-frame' applies to device motion; use it with '--sensor motion' or '--sensor all'")
+            }
+        }
         try checkLogging()
     }
 
@@ -215,6 +284,9 @@ struct MonitorOptions: Equatable, Sendable {
         for (flag, set) in [("--force", force), ("--append", append)] where set {
             guard let csv else { throw UsageError("'\(flag)' applies to the log file and needs '--csv <file>'") }
             if csv == "-" { throw UsageError("'\(flag)' applies to a log file, not to '--csv -' (stdout)") }
+        }
+        if csv != nil && sensor == .motion {
+            throw UsageError("'--csv' logs sensor samples as timestamp,sensor,device,x,y,z, which device motion does not fit; record device motion with '--json'")
         }
         if csvToStdout && json {
             throw UsageError("'--json' and '--csv -' both write to stdout; give '--csv' a file name")
@@ -245,7 +317,7 @@ struct MonitorOptions: Equatable, Sendable {
 extension MonitorOptions {
     /// What an option does when it is seen.
     enum Effect: Equatable, Sendable {
-        case mode(Mode), json, si, uri, device, sensor
+        case mode(Mode), json, si, uri, device, sensor, referenceFrame
         case interval, rate, count, duration, captureMode, verbose
         case csv, force, append, noColor, quiet
     }
@@ -273,7 +345,7 @@ extension MonitorOptions {
     static let version = "0.1.0"
 
     /// One line on what the program does.
-    static let abstract = "Show readings from the Linux IIO accelerometers and gyroscopes of this machine (or of a remote iiod)."
+    static let abstract = "Show the Linux IIO motion sensors of this machine (or of a remote iiod) and the device motion fused from them."
 
     /// Every option, in help order.
     static let specs: [Spec] = [
@@ -289,8 +361,11 @@ extension MonitorOptions {
              help: "Read from this device (an IIO id such as iio:device1, a label such as accel-base, or a driver name) when several offer a sensor. Default: the display's accelerometer before the base's.",
              effect: .device),
         Spec(names: ["--sensor"], valueName: "sensor",
-             help: "Which sensors to read: \(SensorChoice.allCases.map(\.rawValue).joined(separator: ", ")) (default: all).",
+             help: "Which sensors to read: \(SensorChoice.allCases.map(\.rawValue).joined(separator: ", ")). motion is device motion: attitude, gravity, user acceleration and rotation rate fused from the accelerometer and gyroscope (and magnetometer). all is every sensor this machine has, and device motion when it has an accelerometer and a gyroscope (default: all).",
              effect: .sensor),
+        Spec(names: ["--reference-frame"], valueName: "frame",
+             help: "Device motion's reference frame: arbitrary (z vertical, x where the device pointed at start), corrected (the same, yaw held by the magnetometer) or north (x towards magnetic north, with a heading); corrected and north need a magnetometer (default: arbitrary).",
+             effect: .referenceFrame),
         Spec(names: ["--interval"], valueName: "seconds",
              help: "The update interval: at most one reading per interval per sensor, the newest; 0 prints every sample, none skipped (default: 0.1).",
              effect: .interval),
@@ -321,17 +396,20 @@ extension MonitorOptions {
             "OVERVIEW: \(abstract)",
             "",
             "Readings use Core Motion's conventions: acceleration in g (a device lying face up reads z ≈ −1),",
-            "rotation rate in rad/s (right-hand rule), timestamps in seconds on CLOCK_MONOTONIC, axes after the",
-            "sensor's mount matrix. Data goes to stdout; messages go to stderr.",
+            "rotation rate in rad/s (right-hand rule), magnetic field in µT, timestamps in seconds on",
+            "CLOCK_MONOTONIC, axes after the sensor's mount matrix. Device motion's angles are shown in degrees",
+            "and written in radians in JSON. Data goes to stdout; messages go to stderr.",
             "",
             "USAGE: \(commandName) [--list | --once] [--json] [--si] [--uri <uri>] [--device <device>] [--sensor <sensor>]",
-            "                      [--interval <seconds>] [--rate <hz>] [--count <n>] [--duration <seconds>] [--mode <mode>]",
-            "                      [--csv <file> [--force | --append]] [--quiet] [--no-color] [--verbose]",
+            "                      [--reference-frame <frame>] [--interval <seconds>] [--rate <hz>] [--count <n>]",
+            "                      [--duration <seconds>] [--mode <mode>] [--csv <file> [--force | --append]] [--quiet]",
+            "                      [--no-color] [--verbose]",
             "",
             "  Without --list or --once, streams readings (by default the newest, ten times a second) until",
             "  --count or --duration is reached or it is interrupted (Ctrl-C or SIGTERM end it with status 0).",
             "  On a terminal it draws a live view, one panel per sensor; otherwise one line per reading, or with",
             "  --json one object per reading per line. --csv logs every sample as well; Ctrl-C loses none.",
+            "  Device motion is shown and printed but not logged: its values do not fit the CSV's columns.",
             "",
             "OPTIONS:",
         ]
@@ -355,7 +433,8 @@ extension MonitorOptions {
             "EXIT STATUS:",
             "  0   success (also after Ctrl-C, --count or --duration in the continuous view)",
             "  64  usage error",
-            "  69  none of the requested sensors exists (each missing one is named on stderr)",
+            "  69  none of the requested sensors exists (each missing one is named on stderr), or the",
+            "      --reference-frame needs a magnetometer this machine does not have",
             "  73  the --csv file exists (use --force or --append) or cannot be created",
             "  74  a sensor exists but could not be read (I/O error or unreadable contents; in the continuous",
             "      view the failed sensor stops, the others go on, and the run ends with this status), or",
@@ -366,6 +445,7 @@ extension MonitorOptions {
             "  \(commandName) --list",
             "  \(commandName) --once --json",
             "  \(commandName) --uri ip:raspberrypi.local --sensor gyroscope",
+            "  \(commandName) --sensor motion --reference-frame north",
             "  \(commandName) --json --interval 0 --rate 400 --duration 10 > motion.jsonl",
             "  \(commandName) --csv ride.csv                 # live view, and every sample logged",
             "  \(commandName) --csv - --rate 200 | head",

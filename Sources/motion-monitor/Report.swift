@@ -51,6 +51,11 @@ struct Report: Equatable, Sendable {
         return "\(name) encountered error: \(error)"
     }
 
+    /// `Device motion encountered error: …` followed by the error's full sentence.
+    static func motionFailureMessage(_ error: MotionError) -> String {
+        "Device motion encountered error: \(error)"
+    }
+
     /// The report of `--once`: a line per reading on stdout, a message per missing or failed
     /// sensor on stderr, in the order requested.
     ///
@@ -81,14 +86,45 @@ struct Report: Equatable, Sendable {
 
     /// Before a continuous view: which requested sensors exist, and the messages for the missing
     /// ones. The status is 69 when none exists (and the view must not start), else 0.
-    static func availability(requested: [SensorKind], present: Set<SensorKind>) -> (report: Report, readable: [SensorKind]) {
+    /// - Parameters:
+    ///   - requested: the IIO sensors asked for.
+    ///   - present: those the machine has.
+    ///   - optional: sensors whose absence is not mentioned (the magnetometer under `all`).
+    ///   - motion: device motion: nil when not requested, else whether it can run, and whether it
+    ///     was asked for by name (`--sensor motion`: its absence is then reported).
+    static func availability(requested: [SensorKind], present: Set<SensorKind>, optional: Set<SensorKind> = [],
+                             motion: (available: Bool, explicit: Bool)? = nil) -> (report: Report, readable: [SensorKind]) {
         var report = Report()
         let readable = requested.filter { present.contains($0) }
-        for kind in requested where !present.contains(kind) {
+        for kind in requested where !present.contains(kind) && !optional.contains(kind) {
             report.stderr.append(missingMessage(kind))
         }
-        if readable.isEmpty { report.status = ExitStatus.unavailable }
+        if let motion, !motion.available, motion.explicit {
+            report.stderr.append(motionMissingMessage(present: present))
+        }
+        if readable.isEmpty && !(motion?.available ?? false) { report.status = ExitStatus.unavailable }
         return (report, readable)
+    }
+
+    /// `This device has no device motion: it needs an accelerometer and a gyroscope, and has no gyroscope.`
+    /// - Parameter present: the IIO sensors the machine has.
+    static func motionMissingMessage(present: Set<SensorKind>) -> String {
+        let missing = [SensorKind.accelerometer, .gyroscope].filter { !present.contains($0) }.map(\.rawValue)
+        let lacking = missing.isEmpty ? "" : ", and has no " + missing.joined(separator: " and no ")
+        return "This device has no device motion: it needs an accelerometer and a gyroscope\(lacking)."
+    }
+
+    /// Why a `--reference-frame` cannot be used here, with the frames that can (exit 69).
+    /// - Parameters:
+    ///   - choice: the frame asked for.
+    ///   - available: the frames this machine offers (the library's `availableAttitudeReferenceFrames()`).
+    static func frameUnavailable(_ choice: MonitorOptions.ReferenceFrameChoice, available: AttitudeReferenceFrame) -> Report {
+        let offered = MonitorOptions.ReferenceFrameChoice.available(available)
+        let list = offered.isEmpty ? "none (device motion needs an accelerometer and a gyroscope)"
+            : offered.map { "\($0.rawValue) (\($0.frameName))" }.joined(separator: ", ")
+        return Report(stderr: [
+            "\(MonitorOptions.commandName): the reference frame \(choice.rawValue) (\(choice.frameName)) needs a magnetometer, and this device has none. Frames available here: \(list)."
+        ], status: ExitStatus.unavailable)
     }
 
     /// When the IIO context cannot be opened: a local machine without IIO has no sensors (the

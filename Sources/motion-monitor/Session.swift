@@ -59,6 +59,9 @@ final class StreamSession: Sendable {
     let linesArePushed: Bool
     /// True when some sensor consumer takes every sample (log, live view, `--interval 0`).
     let wantsBatches: Bool
+    /// True when device motion runs: requested, available, and shown (live view, lines or JSON;
+    /// the log has no place for it).
+    let motion: Bool
 
     private let units: MotionUnits
     private let limit: Int?
@@ -84,6 +87,10 @@ final class StreamSession: Sendable {
         var logFailure: String?
         /// Messages for stderr held back while the live view owns the terminal.
         var deferred: [String] = []
+        /// Device motion estimates shown, and whether it reached `--count` or failed.
+        var motionShown = 0
+        var motionDone = false
+        var motionFailure: MotionError?
     }
 
     /// - Parameters:
@@ -94,9 +101,11 @@ final class StreamSession: Sendable {
     ///   - sensors: the sensors that will stream.
     ///   - period: the sampling period in force of a running sensor (gaps are counted in it).
     ///   - mainThread: the thread waiting for signals.
+    ///   - motion: whether device motion runs (its estimates come through ``motion(_:)``).
     ///   - makeLive: builds the live view on the queue, or returns nil.
     init(options: MonitorOptions, queue: DispatchQueue, display: Display, log: CSVLog?, sensors: [SensorInfo],
-         period: @escaping @Sendable (SensorKind) -> Double?, mainThread: pthread_t, makeLive: (DispatchQueue) -> LiveView?) {
+         period: @escaping @Sendable (SensorKind) -> Double?, mainThread: pthread_t, motion: Bool = false,
+         makeLive: (DispatchQueue) -> LiveView?) {
         self.queue = queue
         self.display = display
         self.log = log
@@ -105,6 +114,7 @@ final class StreamSession: Sendable {
         bufferedOnly = options.captureMode == .buffered
         self.period = period
         self.mainThread = mainThread
+        self.motion = motion
         var labels: [SensorKind: (id: String, description: String)] = [:]
         for s in sensors { labels[s.kind] = (s.deviceID, s.deviceDescription) }
         self.labels = labels
@@ -172,6 +182,42 @@ final class StreamSession: Sendable {
         wakeIfDone()
     }
 
+    /// A device motion estimate (at most one per `--interval`, or every one with 0).
+    func motion(_ m: DeviceMotion) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let ok = state.withLock { s -> Bool in
+            guard !s.motionDone, limit.map({ s.motionShown < $0 }) ?? true else { return false }
+            s.motionShown += 1
+            if let limit, s.motionShown >= limit { s.motionDone = true }
+            return true
+        }
+        guard ok else { return }
+        live?.update(motion: m)
+        switch display {
+        case .json, .lines:
+            // Written outside any lock: a pipe's reader may be slow.
+            fputs((display == .json ? Format.json(m) : Format.line(m)) + "\n", stdout)
+            fflush(stdout)
+        default: break
+        }
+        wakeIfDone()
+    }
+
+    /// Device motion's error: it has stopped (the sensors' own updates may go on).
+    func failMotion(_ error: MotionError) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let first = state.withLock { s -> Bool in
+            guard s.motionFailure == nil else { return false }
+            s.motionFailure = error
+            s.motionDone = true
+            return true
+        }
+        guard first else { return }
+        live?.fail(motion: error)
+        report(Report.motionFailureMessage(error))
+        wakeIfDone()
+    }
+
     /// A handler's error: the sensor has stopped. Both handlers of a sensor report it; once is kept.
     func fail(_ kind: SensorKind, _ error: MotionError) {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -226,7 +272,9 @@ final class StreamSession: Sendable {
     }
 
     private func wakeIfDone() {
-        let allDone = state.withLock { $0.done.count >= labels.count || $0.logFailure != nil }
+        let allDone = state.withLock { s in
+            (s.done.count >= labels.count && (!motion || s.motionDone)) || s.logFailure != nil
+        }
         if allDone, !finished.exchange(true, ordering: .acquiringAndReleasing) {
             pthread_kill(mainThread, Self.wakeSignal)
         }
@@ -261,9 +309,10 @@ final class StreamSession: Sendable {
                 let shown = countsBatches ? s.taken[kind] ?? 0 : s.printed[kind] ?? 0
                 Console.error("\(kind): \(shown) \(countsBatches ? "taken" : "printed"); \(stats.samples) received, \(stats.delivered) delivered, \(stats.coalesced) coalesced")
             }
+            if motion { Console.error("deviceMotion: \(s.motionShown) estimates shown") }
         }
         if s.logFailure != nil { return ExitStatus.ioError }
-        return s.failures.first.map { ExitStatus.of($0.error) } ?? ExitStatus.success
+        return (s.failures.first?.error ?? s.motionFailure).map { ExitStatus.of($0) } ?? ExitStatus.success
     }
 
     /// The log's summary: rows per sensor, samples the kernel dropped (gaps in the timestamps),

@@ -40,15 +40,25 @@ enum Watch {
         var present = Set<SensorKind>()
         do throws(MotionError) {
             _ = try manager.devices
-            present = Set(options.kinds.filter { manager.sensor($0) != nil })
+            present = Set(SensorKind.allCases.filter { manager.sensor($0) != nil })
         } catch {
             if let report = Report.contextFailure(error, uri: options.uri) { return Monitor.emit(report) }
         }
-        let (report, kinds) = Report.availability(requested: options.kinds, present: present)
+        // Device motion runs when asked for and possible, and when something shows it: under `all`
+        // with nothing on stdout (--quiet, --csv -) it would only cost the 100 Hz it needs.
+        let motionAvailable = present.contains(.accelerometer) && present.contains(.gyroscope)
+        let motionExplicit = options.sensor == .motion || options.referenceFrame != .arbitrary
+        let motion = options.deviceMotion && motionAvailable && (display != .none || options.sensor == .motion)
+        let optional = Set(options.kinds.filter { options.sensor.isOptional($0) })
+        let (report, kinds) = Report.availability(requested: options.kinds, present: present, optional: optional,
+                                                  motion: options.deviceMotion ? (motionAvailable, motionExplicit) : nil)
         if report.status != ExitStatus.success {
             _ = Monitor.emit(report)
             if options.device != nil { Console.error(Monitor.noMatchHint(options, manager)) }
             return report.status
+        }
+        if options.deviceMotion, motionAvailable, !manager.availableAttitudeReferenceFrames().contains(options.referenceFrame.frame) {
+            return Monitor.emit(Report.frameUnavailable(options.referenceFrame, available: manager.availableAttitudeReferenceFrames()))
         }
         // In the live view the availability messages are shown in place of the panels, and
         // repeated on stderr once the terminal is given back.
@@ -71,11 +81,13 @@ enum Watch {
                 guard manager.mode(of: kind) == .buffered, let hz = manager.samplingFrequency(of: kind), hz > 0 else { return nil }
                 return 1 / hz
             },
-            mainThread: pthread_self(),
+            mainThread: pthread_self(), motion: motion,
             makeLive: { queue in
                 guard case .live(let color, let unicode) = display else { return nil }
+                let shown = options.kinds.filter { present.contains($0) || !optional.contains($0) }
                 return LiveView(queue: queue, style: ScreenStyle(color: color, unicode: unicode), options: options,
-                                sensors: options.kinds.map { ($0, present.contains($0) ? manager.sensor($0) : nil) }, log: log)
+                                sensors: shown.map { ($0, present.contains($0) ? manager.sensor($0) : nil) },
+                                motion: motion ? options.referenceFrame : nil, log: log)
             })
         for line in report.stderr where live { session.report(line) }
         start(kinds, of: manager, options: options, session: session)
@@ -125,11 +137,27 @@ enum Watch {
             switch kind {
             case .accelerometer: manager.accelerometerUpdateInterval = options.interval
             case .gyroscope: manager.gyroUpdateInterval = options.interval
-            case .magnetometer: break
+            case .magnetometer: manager.magnetometerUpdateInterval = options.interval
             }
-            if let rate = options.rate { manager.requestSamplingFrequency(rate, for: kind) }
+        }
+        // --rate applies to the sensors shown and to those device motion reads.
+        var rated = kinds
+        if session.motion {
+            for kind in [SensorKind.accelerometer, .gyroscope] where !rated.contains(kind) { rated.append(kind) }
+        }
+        if let rate = options.rate {
+            for kind in rated { manager.requestSamplingFrequency(rate, for: kind) }
         }
         let queue = session.queue
+        // Device motion first: it asks for at least 100 Hz, so the sensors' own consumers, added
+        // next, join captures already at their final rate instead of restarting them.
+        if session.motion {
+            manager.deviceMotionUpdateInterval = options.interval
+            manager.startDeviceMotionUpdates(using: options.referenceFrame.frame, to: queue) { m, error in
+                if let m { session.motion(m) }
+                if let error { session.failMotion(error) }
+            }
+        }
         for kind in kinds {
             // Batches first: a second consumer of the same sensor does not restart its capture
             // when the first already takes every sample.
@@ -145,7 +173,11 @@ enum Watch {
                         if let batch { session.batch(.gyroscope, batch.map(Sample.init)) }
                         if let error { session.fail(.gyroscope, error) }
                     }
-                case .magnetometer: break
+                case .magnetometer:
+                    manager.startMagnetometerBatches(to: queue) { batch, error in
+                        if let batch { session.batch(.magnetometer, batch.map(Sample.init)) }
+                        if let error { session.fail(.magnetometer, error) }
+                    }
                 }
             }
             if session.linesArePushed {
@@ -160,14 +192,26 @@ enum Watch {
                         if let data { session.push(.gyroscope, Sample(data)) }
                         if let error { session.fail(.gyroscope, error) }
                     }
-                case .magnetometer: break
+                case .magnetometer:
+                    manager.startMagnetometerUpdates(to: queue) { data, error in
+                        if let data { session.push(.magnetometer, Sample(data)) }
+                        if let error { session.fail(.magnetometer, error) }
+                    }
                 }
             }
         }
         // Starting is synchronous: the mode and frequency in force are known now (a sensor that
         // failed to start has none, and its handler reports the error).
         let setup = kinds.map { ($0, manager.mode(of: $0), manager.samplingFrequency(of: $0)) }
+        let motionSources = session.motion ? SensorKind.allCases.filter { manager.sensor($0) != nil } : []
         queue.async {
+            if session.motion {
+                session.live?.configureMotion(sources: motionSources)
+                if options.verbose {
+                    let delivery = options.interval == 0 ? "every estimate" : "the newest estimate at most every \(Format.shortest(options.interval)) s"
+                    session.report("deviceMotion: \(options.referenceFrame.frameName), from the \(motionSources.map(\.rawValue).joined(separator: ", ")), \(delivery)")
+                }
+            }
             for (kind, mode, frequency) in setup {
                 session.live?.configure(kind, mode: mode, frequency: frequency)
                 if options.verbose, let mode {
@@ -202,6 +246,11 @@ extension Reading {
     init(_ d: GyroData) {
         self.init(kind: .gyroscope, deviceID: "", deviceDescription: "", timestamp: d.timestamp,
                   x: d.rotationRate.x, y: d.rotationRate.y, z: d.rotationRate.z)
+    }
+
+    init(_ d: MagnetometerData) {
+        self.init(kind: .magnetometer, deviceID: "", deviceDescription: "", timestamp: d.timestamp,
+                  x: d.magneticField.x, y: d.magneticField.y, z: d.magneticField.z)
     }
 }
 

@@ -310,6 +310,8 @@ private enum Streams {
         var stdout: String
         var stderr: String
         var parsed: [JSONReading]
+        /// The device motion lines (`all` shows device motion when there are an accelerometer and a gyroscope).
+        var motion: [JSONDeviceMotion] = []
         var badLines: [String]
         var sysfs: StreamSysfs
         /// The `--stream-log` folder ("" without one).
@@ -346,12 +348,19 @@ private enum Streams {
         let dump = parts.first ?? ""
         let out = parts.count > 1 ? parts[1] : ""
         var parsed: [JSONReading] = []
+        var motion: [JSONDeviceMotion] = []
         var bad: [String] = []
         for line in out.split(separator: "\n", omittingEmptySubsequences: false).dropLast() where args.contains("--json") {
-            if let p = JSONReading(line: String(line)) { parsed.append(p) } else { bad.append(String(line)) }
+            if let p = JSONReading(line: String(line)) {
+                parsed.append(p)
+            } else if let m = JSONDeviceMotion(line: String(line)) {
+                motion.append(m)
+            } else {
+                bad.append(String(line))
+            }
         }
         if !out.isEmpty && !out.hasSuffix("\n") { bad.append("(no final newline)") }
-        return Run(status: r.status, stdout: out, stderr: r.stderr, parsed: parsed, badLines: bad,
+        return Run(status: r.status, stdout: out, stderr: r.stderr, parsed: parsed, motion: motion, badLines: bad,
                    sysfs: StreamSysfs(dump: dump), streamLog: log)
     }
 

@@ -49,3 +49,40 @@ extension SimHarness {
         return files
     }
 }
+
+/// One device motion JSON line of motion-monitor, matched against the pinned form (issue H) exactly:
+/// `{"sensor":"deviceMotion","timestamp":S,"attitude":{"roll":R,"pitch":P,"yaw":Y,"quaternion":{"x":..,"y":..,"z":..,"w":..}},`
+/// `"gravity":{"x":..,"y":..,"z":..},"userAcceleration":{"x":..,"y":..,"z":..},"rotationRate":{"x":..,"y":..,"z":..}}`
+/// (angles in radians, every number in its shortest round-trip form).
+struct JSONDeviceMotion: CustomStringConvertible {
+    var timestamp: Double
+    var roll: Double, pitch: Double, yaw: Double
+    var quaternion: (x: Double, y: Double, z: Double, w: Double)
+    var gravity: (x: Double, y: Double, z: Double)
+    var userAcceleration: (x: Double, y: Double, z: Double)
+    var rotationRate: (x: Double, y: Double, z: Double)
+    var description: String { "deviceMotion t=\(timestamp) rpy=(\(roll), \(pitch), \(yaw)) g=\(gravity) user=\(userAcceleration) rate=\(rotationRate)" }
+
+    private static let n = #"(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)"#
+    private static func xyz(_ key: String) -> String { #""\#(key)":\{"x":"# + n + #","y":"# + n + #","z":"# + n + #"\}"# }
+    // A constant pattern: failing to compile it is a bug in this file, so `try!` is right.
+    private static var pattern: Regex<AnyRegexOutput> { try! Regex(
+        #"^\{"sensor":"deviceMotion","timestamp":"# + n
+            + #","attitude":\{"roll":"# + n + #","pitch":"# + n + #","yaw":"# + n
+            + #","quaternion":\{"x":"# + n + #","y":"# + n + #","z":"# + n + #","w":"# + n + #"\}\},"#
+            + xyz("gravity") + "," + xyz("userAcceleration") + "," + xyz("rotationRate") + #"\}$"#) }
+
+    /// Parses a line; nil unless it is exactly the pinned form with shortest round-trip numbers.
+    init?(line: String) {
+        guard let m = try? Self.pattern.wholeMatch(in: line) else { return nil }
+        let texts = (1...17).compactMap { m.output[$0].substring.map(String.init) }
+        let v = texts.compactMap(Double.init)
+        guard v.count == 17, zip(texts, v).allSatisfy({ $0 == $1.description }) else { return nil }
+        timestamp = v[0]
+        (roll, pitch, yaw) = (v[1], v[2], v[3])
+        quaternion = (v[4], v[5], v[6], v[7])
+        gravity = (v[8], v[9], v[10])
+        userAcceleration = (v[11], v[12], v[13])
+        rotationRate = (v[14], v[15], v[16])
+    }
+}

@@ -15,7 +15,9 @@ struct MonitorOptionsTests {
         #expect(o.device == nil)
         #expect(o.selector == .automatic)
         #expect(o.sensor == .all)
-        #expect(o.kinds == [.accelerometer, .gyroscope])
+        #expect(o.kinds == [.accelerometer, .gyroscope, .magnetometer])
+        #expect(o.deviceMotion)
+        #expect(o.referenceFrame == .arbitrary)
         #expect(o.interval == 0.1)
         #expect(o.rate == nil)
         #expect(o.count == nil)
@@ -126,7 +128,7 @@ struct MonitorOptionsTests {
         (["--sensor"], "missing value for '--sensor <sensor>'"),
         (["--uri="], "'--uri' needs a non-empty URI such as local: or ip:HOST"),
         (["--device="], "'--device' needs a device id, name or label"),
-        (["--sensor", "compass"], "invalid value 'compass' for '--sensor' (expected one of: accelerometer, gyroscope, all)"),
+        (["--sensor", "compass"], "invalid value 'compass' for '--sensor' (expected one of: accelerometer, gyroscope, magnetometer, motion, all)"),
         (["--json=yes"], "'--json' does not take a value"),
         (["--once", "--list"], "'--once' and '--list' cannot be used together"),
         (["--list", "--json", "--once"], "'--list' and '--once' cannot be used together"),
