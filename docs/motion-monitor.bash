@@ -5,7 +5,8 @@ _motion_monitor() {
     cur="${COMP_WORDS[COMP_CWORD]}"
     prev="${COMP_WORDS[COMP_CWORD-1]}"
     case "$prev" in
-        --sensor) COMPREPLY=($(compgen -W "accelerometer gyroscope all" -- "$cur")); return ;;
+        --sensor) COMPREPLY=($(compgen -W "accelerometer gyroscope magnetometer motion all" -- "$cur")); return ;;
+        --reference-frame) COMPREPLY=($(compgen -W "arbitrary corrected north" -- "$cur")); return ;;
         --mode) COMPREPLY=($(compgen -W "auto buffered polled" -- "$cur")); return ;;
         --uri) COMPREPLY=($(compgen -W "local: ip:" -- "$cur")); return ;;
         --device)
@@ -21,7 +22,7 @@ _motion_monitor() {
         --csv) COMPREPLY=($(compgen -f -- "$cur") $(compgen -W "-" -- "$cur")); compopt -o filenames; return ;;
         --interval|--rate|--count|--duration) return ;;
     esac
-    COMPREPLY=($(compgen -W "--list --once --json --si --uri --device --sensor --interval --rate --count
+    COMPREPLY=($(compgen -W "--list --once --json --si --uri --device --sensor --reference-frame --interval --rate --count
         --duration --mode --csv --force --append --quiet --no-color --verbose --help --version" -- "$cur"))
 }
 complete -F _motion_monitor motion-monitor
