@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <pthread.h>
 
 static struct iio_device *device_at(const iioshim_context *ctx, unsigned int dev)
 {
@@ -174,4 +175,13 @@ ssize_t iioshim_buffer_channel_offset(const iioshim_buffer *buf, const iioshim_c
 	if (!iio_channel_is_enabled(c))
 		return -ENOENT;
 	return (ssize_t) ((const char *) iio_buffer_first(buf, c) - (const char *) iio_buffer_start(buf));
+}
+
+/* Not libiio: names the calling thread (pthread_setname_np needs _GNU_SOURCE, which Swift's
+ * Glibc module does not define). The kernel keeps 15 bytes. */
+void iioshim_name_this_thread(const char *name)
+{
+	char buf[16];
+	snprintf(buf, sizeof(buf), "%s", name);
+	pthread_setname_np(pthread_self(), buf);
 }

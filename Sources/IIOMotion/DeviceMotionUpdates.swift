@@ -113,7 +113,7 @@ extension MotionManager {
     /// - Parameter frame: the attitude reference frame (see ``availableAttitudeReferenceFrames()``).
     /// - Throws: ``MotionError`` when a sensor it needs is missing or cannot be started.
     public func startDeviceMotionUpdates(using frame: AttitudeReferenceFrame = .xArbitraryZVertical) throws(MotionError) {
-        if let e = startDeviceMotion(frame, handler: nil, queue: hub.handlerQueue) { throw e }
+        if let e = startDeviceMotion(frame, handler: nil, queue: hub.motionHandlerQueue) { throw e }
     }
 
     /// Starts device motion updates delivered to a handler, at most once per
@@ -126,7 +126,7 @@ extension MotionManager {
     public func startDeviceMotionUpdates(using frame: AttitudeReferenceFrame = .xArbitraryZVertical,
                                          to queue: DispatchQueue? = nil,
                                          withHandler handler: @escaping @Sendable (DeviceMotion?, MotionError?) -> Void) {
-        let q = queue ?? hub.handlerQueue
+        let q = queue ?? hub.motionHandlerQueue
         if let e = startDeviceMotion(frame, handler: handler, queue: q) { q.async { handler(nil, e) } }
     }
 
@@ -139,7 +139,7 @@ extension MotionManager {
         let (stream, continuation) = AsyncThrowingStream<DeviceMotion, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let error = startDeviceMotion(frame, handler: { m, e in
             if let m { continuation.yield(m) } else { continuation.finish(throwing: e) }
-        }, queue: hub.handlerQueue)
+        }, queue: hub.motionHandlerQueue)
         if let error {
             continuation.finish(throwing: error)
         } else {

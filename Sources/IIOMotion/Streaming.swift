@@ -32,8 +32,13 @@ public struct UpdateStatistics: Sendable, Hashable {
     /// Samples handed to push-mode handlers.
     public var delivered = 0
     /// Samples a push-mode handler did not get because a newer one replaced them within an
-    /// update interval (batched handlers and async batch streams get every sample).
+    /// update interval (batched handlers and async batch streams get every sample), or because
+    /// the handler had not yet returned from the previous one (it then gets the newest).
     public var coalesced = 0
+    /// Samples a batched handler did not get because it fell more than
+    /// ``MotionManager/maximumBatchBacklog`` samples behind (its queue blocked): new batches are
+    /// dropped, whole, until it catches up, so that a stuck handler cannot exhaust memory.
+    public var dropped = 0
 
     /// Zero counts.
     public init() {}
@@ -99,7 +104,7 @@ extension MotionManager {
     /// Starts accelerometer updates delivered to a handler, at most once per
     /// ``accelerometerUpdateInterval``, with the newest sample.
     /// - Parameters:
-    ///   - queue: where the handler runs; the manager's private serial queue when nil.
+    ///   - queue: where the handler runs; this sensor's private serial queue when nil.
     ///   - handler: gets `(data, nil)` per update, or `(nil, error)` once when the sensor fails
     ///     (it is then stopped; other sensors go on).
     public func startAccelerometerUpdates(to queue: DispatchQueue? = nil,
@@ -111,7 +116,7 @@ extension MotionManager {
     /// none coalesced: what loggers and recorders use. A batch arrives about once per
     /// ``accelerometerUpdateInterval``.
     /// - Parameters:
-    ///   - queue: where the handler runs; the manager's private serial queue when nil.
+    ///   - queue: where the handler runs; this sensor's private serial queue when nil.
     ///   - handler: gets `(samples, nil)` per batch, or `(nil, error)` once when the sensor fails.
     public func startAccelerometerBatches(to queue: DispatchQueue? = nil,
                                           withHandler handler: @escaping @Sendable ([AccelerometerData]?, MotionError?) -> Void) {
@@ -158,7 +163,7 @@ extension MotionManager {
 
     /// Starts gyroscope updates delivered to a handler, at most once per ``gyroUpdateInterval``.
     /// - Parameters:
-    ///   - queue: where the handler runs; the manager's private serial queue when nil.
+    ///   - queue: where the handler runs; this sensor's private serial queue when nil.
     ///   - handler: gets `(data, nil)` per update, or `(nil, error)` once when the sensor fails.
     public func startGyroUpdates(to queue: DispatchQueue? = nil,
                                  withHandler handler: @escaping @Sendable (GyroData?, MotionError?) -> Void) {
@@ -167,7 +172,7 @@ extension MotionManager {
 
     /// Starts gyroscope updates in batches holding every sample.
     /// - Parameters:
-    ///   - queue: where the handler runs; the manager's private serial queue when nil.
+    ///   - queue: where the handler runs; this sensor's private serial queue when nil.
     ///   - handler: gets `(samples, nil)` per batch, or `(nil, error)` once when the sensor fails.
     public func startGyroBatches(to queue: DispatchQueue? = nil,
                                  withHandler handler: @escaping @Sendable ([GyroData]?, MotionError?) -> Void) {
@@ -213,7 +218,7 @@ extension MotionManager {
 
     /// Starts magnetometer updates delivered to a handler, at most once per ``magnetometerUpdateInterval``.
     /// - Parameters:
-    ///   - queue: where the handler runs; the manager's private serial queue when nil.
+    ///   - queue: where the handler runs; this sensor's private serial queue when nil.
     ///   - handler: gets `(data, nil)` per update, or `(nil, error)` once when the sensor fails.
     public func startMagnetometerUpdates(to queue: DispatchQueue? = nil,
                                          withHandler handler: @escaping @Sendable (MagnetometerData?, MotionError?) -> Void) {
@@ -222,7 +227,7 @@ extension MotionManager {
 
     /// Starts magnetometer updates in batches holding every sample.
     /// - Parameters:
-    ///   - queue: where the handler runs; the manager's private serial queue when nil.
+    ///   - queue: where the handler runs; this sensor's private serial queue when nil.
     ///   - handler: gets `(samples, nil)` per batch, or `(nil, error)` once when the sensor fails.
     public func startMagnetometerBatches(to queue: DispatchQueue? = nil,
                                          withHandler handler: @escaping @Sendable ([MagnetometerData]?, MotionError?) -> Void) {
@@ -263,6 +268,15 @@ extension MotionManager {
     public var timeout: Double? {
         get { hub.state.withLock { $0.timeout } }
         set { hub.state.withLock { $0.timeout = newValue.map { max($0, 0.001) } } }
+    }
+
+    /// How many samples a batched handler (or async batch stream) may fall behind before new
+    /// batches are dropped for it, whole, and counted in ``UpdateStatistics/dropped``: the bound
+    /// on the memory a blocked handler can hold. Default 262,144 samples (164 s at 1.6 kHz, about
+    /// 12 MiB of samples). Applies at once.
+    public var maximumBatchBacklog: Int {
+        get { hub.state.withLock { $0.batchBacklogLimit } }
+        set { hub.state.withLock { $0.batchBacklogLimit = max(newValue, 1) } }
     }
 
     /// Buffered, polled, or buffered with a polled fallback (the default). Applies to updates
@@ -388,7 +402,7 @@ extension MotionManager {
                                                    _ handler: @escaping @Sendable (T?, MotionError?) -> Void) {
         // As in Core Motion, a new handler replaces the previous one.
         hub.remove(kind) { if case .coalesced = $0.delivery, $0.owner == .user { true } else { false } }
-        let q = queue ?? hub.handlerQueue
+        let q = queue ?? hub.handlerQueue(kind)
         let r = start(kind, .coalesced({ s, e in handler(s.map { T($0) }, e) }, queue: q))
         if let e = r.error { q.async { handler(nil, e) } }
     }
@@ -396,7 +410,7 @@ extension MotionManager {
     private func startBatches<T: CapturedConvertible>(_ kind: SensorKind, queue: DispatchQueue?,
                                                       _ handler: @escaping @Sendable ([T]?, MotionError?) -> Void) {
         hub.remove(kind) { if case .batched = $0.delivery, $0.owner == .user { true } else { false } }
-        let q = queue ?? hub.handlerQueue
+        let q = queue ?? hub.handlerQueue(kind)
         let r = start(kind, .batched(make: { batch in
             let samples = T.all(in: batch)
             return { handler(samples, nil) }
@@ -408,7 +422,7 @@ extension MotionManager {
         let (stream, continuation) = AsyncThrowingStream<T, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let r = start(kind, .coalesced({ s, e in
             if let s { continuation.yield(T(s)) } else { continuation.finish(throwing: e) }
-        }, queue: hub.handlerQueue))
+        }, queue: hub.handlerQueue(kind)))
         if let e = r.error { continuation.finish(throwing: e) }
         if let id = r.id { continuation.onTermination = { [weak self] _ in self?.endConsumer(kind, id: id) } }
         return stream
@@ -419,7 +433,7 @@ extension MotionManager {
         let r = start(kind, .batched(make: { batch in
             let samples = T.all(in: batch)
             return { continuation.yield(samples) }
-        }, fail: { continuation.finish(throwing: $0) }, queue: hub.handlerQueue))
+        }, fail: { continuation.finish(throwing: $0) }, queue: hub.handlerQueue(kind)))
         if let e = r.error { continuation.finish(throwing: e) }
         if let id = r.id { continuation.onTermination = { [weak self] _ in self?.endConsumer(kind, id: id) } }
         return stream

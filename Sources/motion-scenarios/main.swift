@@ -5,6 +5,7 @@
 //   motion-scenarios capped SECONDS INTERVAL RATE   push delivery: how many, how new
 //   motion-scenarios pull SECONDS                   accelerometerData from a tight loop on another thread
 //   motion-scenarios start-stop COUNT               start and stop with handlers running, COUNT times
+//   motion-scenarios blocking-handler [RATE] [BACKLOG]  handlers that block for a second
 //   motion-scenarios failure SECONDS                wait for a handler error (e.g. under --unplug)
 //   motion-scenarios device-motion-sharing           device motion and the accelerometer's own updates side by side
 //   motion-scenarios device-motion SECONDS [arbitrary|corrected|north] [RATE]
@@ -26,6 +27,16 @@ func now() -> Double {
 func emit(_ fields: [(String, String)]) {
     print("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
     fflush(nil)
+}
+
+/// Open descriptors, threads, and threads named like a capture (`iio:deviceN`) of this process.
+func processCounts() -> (fds: Int, threads: Int, captureThreads: Int) {
+    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    let capture = tasks.filter { t in
+        ((try? String(contentsOfFile: "/proc/self/task/\(t)/comm", encoding: .utf8)) ?? "").hasPrefix("iio:device")
+    }.count
+    return (fds, tasks.count, capture)
 }
 
 func warn(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
@@ -114,11 +125,12 @@ case "pull":
     let r = result.withLock { $0 }
     emit([("reads", "\(r.reads)"), ("distinct", "\(r.distinct)"), ("badMagnitude", "\(r.badMagnitude)"), ("backwards", "\(r.backwards)")])
 case "start-stop":
+    // COUNT cycles of start and stop with handlers running; descriptors and threads are counted
+    // after a first cycle (which creates the handler queues' threads) and at the end.
     let count = Int(number(1, 200))
     let delivered = Atomic<Int>(0)
     var errors = 0
-    let t0 = now()
-    for _ in 0..<count {
+    func cycle() {
         manager.accelerometerUpdateInterval = 0.01
         manager.startAccelerometerUpdates { d, e in if d != nil { delivered.add(1, ordering: .relaxed) }; _ = e }
         if manager.isGyroAvailable {
@@ -129,7 +141,59 @@ case "start-stop":
         manager.stopGyroUpdates()
         if manager.isAccelerometerActive || manager.isGyroActive { errors += 1 }
     }
-    emit([("cycles", "\(count)"), ("stillActive", "\(errors)"), ("delivered", "\(delivered.load(ordering: .relaxed))"), ("seconds", "\(now() - t0)")])
+    cycle()
+    usleep(200_000)
+    let before = processCounts()
+    let t0 = now()
+    for _ in 1..<count { cycle() }
+    let seconds = now() - t0
+    // Dispatch's worker threads linger a little after their last job; ours must be gone at once.
+    var after = processCounts()
+    for _ in 0..<50 where after.threads > before.threads {
+        usleep(100_000)
+        after = processCounts()
+    }
+    emit([("cycles", "\(count)"), ("stillActive", "\(errors)"), ("delivered", "\(delivered.load(ordering: .relaxed))"),
+          ("seconds", "\(seconds)"), ("fdsBefore", "\(before.fds)"), ("fdsAfter", "\(after.fds)"),
+          ("threadsBefore", "\(before.threads)"), ("threadsAfter", "\(after.threads)"),
+          ("captureThreadsAfter", "\(after.captureThreads)")])
+case "blocking-handler":
+    // The accelerometer's push handler blocks for 1 s at its first sample; its batched handler
+    // blocks for 1 s at its first batch. Meanwhile the gyroscope's handler (on its own queue),
+    // the capture (pull reads stay fresh) and memory (one pending sample; a bounded backlog) must
+    // not suffer.
+    let rate = number(1, 800)
+    let backlog = Int(number(2, 100_000))
+    for kind in [SensorKind.accelerometer, .gyroscope] { manager.requestSamplingFrequency(rate, for: kind) }
+    manager.accelerometerUpdateInterval = 0.01
+    manager.gyroUpdateInterval = 0.01
+    manager.maximumBatchBacklog = backlog
+    let pushCalls = Atomic<Int>(0), gyroCalls = Atomic<Int>(0), batchSamples = Atomic<Int>(0)
+    manager.startAccelerometerUpdates { d, _ in
+        if d != nil, pushCalls.add(1, ordering: .relaxed).newValue == 1 { usleep(1_000_000) }
+    }
+    let firstBatch = Atomic<Bool>(true)
+    manager.startAccelerometerBatches { b, _ in
+        if let b {
+            if firstBatch.exchange(false, ordering: .relaxed) { usleep(1_000_000) }
+            batchSamples.add(b.count, ordering: .relaxed)
+        }
+    }
+    manager.startGyroUpdates { d, _ in if d != nil { gyroCalls.add(1, ordering: .relaxed) } }
+    let t0 = now()
+    var maxAge = 0.0
+    while now() - t0 < 2.5 {
+        if let a = manager.accelerometerData, now() - t0 > 0.3 { maxAge = max(maxAge, now() - a.timestamp) }
+        usleep(5000)
+    }
+    let stats = manager.updateStatistics(of: .accelerometer)
+    let gyroStats = manager.updateStatistics(of: .gyroscope)
+    manager.stopAllUpdates()
+    usleep(100_000)
+    emit([("pushCalls", "\(pushCalls.load(ordering: .relaxed))"), ("gyroCalls", "\(gyroCalls.load(ordering: .relaxed))"),
+          ("batchSamples", "\(batchSamples.load(ordering: .relaxed))"), ("samples", "\(stats.samples)"),
+          ("coalesced", "\(stats.coalesced)"), ("dropped", "\(stats.dropped)"), ("delivered", "\(stats.delivered)"),
+          ("gyroSamples", "\(gyroStats.samples)"), ("maxPullAge", "\(maxAge)")])
 case "failure":
     let seconds = number(1, 5)
     let t0 = now()

@@ -198,4 +198,7 @@ ssize_t iioshim_buffer_channel_offset(const iioshim_buffer *_Nonnull buf,
 
 #pragma clang assume_nonnull end
 
+/* Names the calling thread (what `top -H` and debuggers show); at most 15 bytes are kept. */
+void iioshim_name_this_thread(const char *_Nonnull name);
+
 #endif

@@ -1,5 +1,6 @@
 internal import Dispatch
 internal import Glibc
+internal import CIIOShim
 import Locking
 
 /// One decoded sample, already rotated into the device's axes by the mount matrix, with a
@@ -26,6 +27,9 @@ struct CaptureSettings: Sendable {
     var interval: Double
     /// Whether some consumer wants every sample (batched delivery), rather than only the newest.
     var everySample: Bool
+    /// Whether some consumer wants the newest sample promptly (a push handler or pull reads): the
+    /// refills then follow ``interval`` even when another consumer wants every sample.
+    var timely = false
     /// An explicit sampling frequency, which wins over the one the interval would pick.
     var requestedRate: Double?
     /// How long a refill may wait for data before the sensor is declared silent (nil: automatic).
@@ -52,20 +56,27 @@ final class JoinableThread: Sendable {
     private let thread: pthread_t
 
     private final class Body: Sendable {
+        let name: String
         let run: @Sendable () -> Void
-        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+        init(_ name: String, _ run: @escaping @Sendable () -> Void) { self.name = name; self.run = run }
     }
 
-    /// Starts `body` on a new thread.
-    init(_ body: @escaping @Sendable () -> Void) {
+    /// Starts `body` on a new thread named `name` (what `top -H` and debuggers show; at most 15
+    /// bytes are kept).
+    /// - Throws: ``MotionError`` when the system cannot start another thread (EAGAIN).
+    init(name: String, _ body: @escaping @Sendable () -> Void) throws(MotionError) {
         var t = pthread_t()
-        let box = Unmanaged.passRetained(Body(body)).toOpaque()
+        let box = Unmanaged.passRetained(Body(name, body)).toOpaque()
         let r = pthread_create(&t, nil, { arg in
             let body = Unmanaged<Body>.fromOpaque(arg!).takeRetainedValue()
+            iioshim_name_this_thread(body.name)
             body.run()
             return nil
         }, box)
-        precondition(r == 0, "pthread_create failed: \(r)")  // only on resource exhaustion
+        guard r == 0 else {
+            Unmanaged<Body>.fromOpaque(box).release()
+            throw MotionError(code: .ioError, detail: "cannot start a capture thread for \(name): the system refused another thread (\(String(cString: strerror(r))))")
+        }
         thread = t
     }
 
@@ -115,7 +126,7 @@ final class DeviceCapture: Sendable {
     /// - Returns: the mode, frequency and batch size in force.
     /// - Throws: ``MotionError`` when the device cannot be captured at all.
     func start() throws(MotionError) -> CaptureStatus {
-        let t = JoinableThread { [self] in run() }
+        let t = try JoinableThread(name: settings.plans.first?.info.deviceID ?? "iio capture") { [self] in run() }
         thread.withLock { $0 = t }
         started.wait()
         let setup = state.withLock { $0.setup }
@@ -219,7 +230,8 @@ final class DeviceCapture: Sendable {
         let rate = configureFrequencies(context: context, device: device, layout: layout)
         let clockOffset = configureClock(context: context, device: device)
 
-        let samples = Self.samplesPerRefill(rate: rate, interval: settings.interval, everySample: settings.everySample)
+        let samples = Self.samplesPerRefill(rate: rate, interval: settings.interval,
+                                            everySample: settings.everySample && !settings.timely)
         let fillTime = rate.map { Double(samples) / $0 } ?? 1
         let timeout = settings.timeout ?? max(1.0, 2.5 * fillTime + 0.5)
         _ = context.setTimeout(milliseconds: UInt32(min(timeout * 1000, Double(UInt32.max)).rounded(.up)))
@@ -261,8 +273,9 @@ final class DeviceCapture: Sendable {
     /// libiio 0.24 sizes the kernel buffer at 4 × this (`buffer/length`, as mmap is not available
     /// on mainline kernels) and sets the watermark to it, and neither can change while the buffer
     /// runs; when it is full the kernel drops the newest scans. So when a consumer wants every
-    /// sample, refills hold at least 50 ms of samples (a 200 ms cushion); when consumers only want
-    /// the newest sample, interval 0 means one scan per refill, for the lowest latency.
+    /// sample and none wants the newest promptly, refills hold at least 50 ms of samples (a 200 ms
+    /// cushion); when a push handler or pull reads want the newest sample, the interval wins
+    /// (interval 0: one scan per refill, for the lowest latency) and batches are that small too.
     static func samplesPerRefill(rate: Double?, interval: Double, everySample: Bool) -> Int {
         guard let rate, rate > 0 else { return 1 }
         let span = everySample ? max(interval, 0.05) : interval

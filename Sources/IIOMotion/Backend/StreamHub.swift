@@ -11,8 +11,14 @@ import Locking
 final class StreamHub: Sendable {
     /// Serialises reconfiguration (start, stop, restart of device captures).
     let control = DispatchQueue(label: "IIOMotion.control")
-    /// Where handlers run when the caller names no queue.
-    let handlerQueue = DispatchQueue(label: "IIOMotion.handlers")
+    /// Where a sensor's handlers run when the caller names no queue: one serial queue per sensor,
+    /// so that a handler that blocks holds up only its own sensor's deliveries.
+    let handlerQueues = SensorKind.allCases.map { DispatchQueue(label: "IIOMotion.handlers.\($0)") }
+    /// Where device motion handlers run when the caller names no queue.
+    let motionHandlerQueue = DispatchQueue(label: "IIOMotion.handlers.deviceMotion")
+
+    /// The default handler queue of `kind`.
+    func handlerQueue(_ kind: SensorKind) -> DispatchQueue { handlerQueues[kind.slot] }
     let state = Locked(HubState())
     /// The newest sample of each kind (in ``units``): what `accelerometerData` and friends read.
     let latest = Locked(Latest())
@@ -48,6 +54,34 @@ final class StreamHub: Sendable {
         var minimumRate: Double?
         /// Sample time from which the next coalesced delivery is due.
         var nextDue: Double = -.infinity
+        /// A coalesced consumer's one pending sample (a handler that falls behind gets the newest).
+        let mailbox = Mailbox()
+        /// A batched consumer's samples dispatched and not yet handled.
+        let backlog = Locked(0)
+    }
+
+    /// The sample waiting for a coalesced handler, and whether a job to deliver it is queued: at
+    /// most one job per consumer is ever queued, so a blocked handler costs no memory.
+    final class Mailbox: Sendable {
+        private let slot = Locked<(sample: CapturedSample?, scheduled: Bool)>((nil, false))
+
+        /// Leaves `sample` for the handler; true when a job must be queued to deliver it, false
+        /// when the queued job will deliver it instead of an older sample (which is coalesced).
+        func put(_ sample: CapturedSample) -> Bool {
+            slot.withLock { s in
+                s.sample = sample
+                defer { s.scheduled = true }
+                return !s.scheduled
+            }
+        }
+
+        /// The sample to deliver now (the queued job calls this).
+        func take() -> CapturedSample? {
+            slot.withLock { s in
+                defer { s = (nil, false) }
+                return s.sample
+            }
+        }
     }
 
     /// Who a consumer belongs to.
@@ -79,6 +113,9 @@ final class StreamHub: Sendable {
         var preference: SensorMode.Preference = .auto
         var noticeHandler: (@Sendable (String) -> Void)?
         var announced: Set<String> = []
+        /// Samples a batched consumer may have dispatched and not yet handled before new batches
+        /// are dropped (and counted) for it.
+        var batchBacklogLimit = 1 << 18
     }
 
     /// A capture and what it was started for.
@@ -95,6 +132,7 @@ final class StreamHub: Sendable {
         var kinds: [SensorKind]
         var interval: Double
         var everySample = false
+        var timely = false
         var rate: Double?
         var timeout: Double?
         var preference: SensorMode.Preference
@@ -193,6 +231,9 @@ final class StreamHub: Sendable {
                 if sensor.consumers.values.contains(where: { if case .batched = $0.delivery { true } else { false } }) {
                     entry.0.everySample = true
                 }
+                if sensor.consumers.values.contains(where: { if case .batched = $0.delivery { false } else { true } }) {
+                    entry.0.timely = true
+                }
                 if let r = sensor.requestedRate { entry.0.rate = max(entry.0.rate ?? 0, r) }
                 for r in sensor.consumers.values.compactMap(\.minimumRate) where sensor.requestedRate == nil {
                     entry.0.rate = max(entry.0.rate ?? 0, r)
@@ -214,7 +255,7 @@ final class StreamHub: Sendable {
         for (id, (key, devicePlans)) in wanted.sorted(by: { $0.key < $1.key }) {
             if state.withLock({ $0.captures[id] != nil }) { continue }
             let settings = CaptureSettings(uri: uri, plans: devicePlans, units: units, interval: key.interval, everySample: key.everySample,
-                                           requestedRate: key.rate,
+                                           timely: key.timely, requestedRate: key.rate,
                                            timeout: key.timeout, preference: key.preference)
             let serial = state.withLock { s -> Int in
                 s.nextCaptureSerial += 1
@@ -272,15 +313,31 @@ final class StreamHub: Sendable {
                         // does not cause a burst afterwards.
                         if n.timestamp >= c.nextDue - 1e-6 {
                             c.nextDue = n.timestamp - c.nextDue > sensor.interval ? n.timestamp + sensor.interval : c.nextDue + sensor.interval
-                            sensor.statistics.delivered += 1
                             sensor.statistics.coalesced += count - 1
-                            jobs.append((queue, { handler(n, nil) }))
+                            let mailbox = c.mailbox
+                            if mailbox.put(n) {
+                                sensor.statistics.delivered += 1
+                                jobs.append((queue, { if let s = mailbox.take() { handler(s, nil) } }))
+                            } else {
+                                // The handler has not taken the previous one yet: it gets this instead.
+                                sensor.statistics.coalesced += 1
+                            }
                         } else {
                             sensor.statistics.coalesced += count
                         }
                         sensor.consumers[id] = c
                     case let .batched(make, _, queue):
-                        jobs.append((queue, make(batch)))
+                        let backlog = c.backlog
+                        if backlog.withLock({ $0 }) + count > s.batchBacklogLimit {
+                            sensor.statistics.dropped += count  // the handler is too far behind
+                        } else {
+                            backlog.withLock { $0 += count }
+                            let job = make(batch)
+                            jobs.append((queue, {
+                                job()
+                                backlog.withLock { $0 -= count }
+                            }))
+                        }
                     case .pull:
                         break
                     }
