@@ -122,6 +122,10 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
             if underlyingErrno == ENOENT || underlyingErrno == ENODEV {
                 s += " The device may have been removed or its driver unloaded."
             }
+            if underlyingErrno == EINVAL && call == "iio_buffer_refill" {
+                s += " The data did not fit the scan layout libiio computed from the device's scan_elements "
+                    + "(its *_index and *_type files): check them, or read this device with --mode polled."
+            }
             if let e = underlyingErrno, [EPIPE, ECONNRESET, ENOTCONN, ECONNABORTED].contains(e) {
                 s += " The connection to iiod was lost: check that iiod still runs on the board and that the network is up."
             }

@@ -182,8 +182,10 @@ final class DeviceSim: Sendable {
     /// interrupt serves them all): device-level `sampling_frequency`, else per type, else the
     /// trigger's, else the fixture's buffer rate, else 100 Hz.
     func rate(types: Set<String>, simulator: Simulator?) -> Double {
-        if let f = number(["sampling_frequency"]) { return f }
-        let perType = types.compactMap { number(["in_\($0)_sampling_frequency"]) }
+        // A test may put garbage in a frequency file (--set): the hardware keeps a sane rate.
+        func sane(_ f: Double?) -> Double? { f.flatMap { $0.isFinite && $0 >= 0 && $0 <= 100_000 ? $0 : nil } }
+        if let f = sane(number(["sampling_frequency"])) { return f }
+        let perType = types.compactMap { sane(number(["in_\($0)_sampling_frequency"])) }
         if let m = perType.max() { return m }
         if let sim = simulator, let t = read("trigger/current_trigger"), !t.isEmpty, let r = sim.triggerRate(named: t) {
             return r
@@ -206,7 +208,9 @@ final class DeviceSim: Sendable {
     /// Reacts to a write, as the driver's store() would; the kernel would have rejected a bad value
     /// with EINVAL, the simulator restores the previous one and says so on stderr.
     func attributeWritten(_ file: String, simulator: Simulator) {
-        if state.withLock({ $0.unplugged }) { return }
+        // A file given other contents with --set belongs to the test: no driver-like reaction
+        // (snapping a frequency or a scale) undoes what the test writes into it.
+        if state.withLock({ $0.unplugged || $0.pinned.contains(file) }) { return }
         switch file {
         case "buffer/enable", "buffer/length", "buffer/watermark":
             break  // the watcher calls evaluateBuffer once the writer has finished

@@ -329,7 +329,10 @@ final class DeviceCapture: Sendable {
                     ? context.writeChannelAttribute(device, channel: channel, "sampling_frequency", text)
                     : context.writeDeviceAttribute(device, "sampling_frequency", text)
             }
-            if let now = read() { inForce.append(now) }
+            // A frequency no motion sensor runs at (garbage in the file) counts as unknown: refills
+            // are then one scan each, which works at any real rate, instead of waiting for a
+            // buffer sized for a rate the device never delivers.
+            if let now = read(), now.isFinite, now > 0, now <= 1_000_000 { inForce.append(now) }
         }
         return inForce.filter { $0 > 0 }.max()
     }
