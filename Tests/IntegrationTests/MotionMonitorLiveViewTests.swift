@@ -17,14 +17,16 @@ struct MotionMonitorLiveViewTests {
                                      monitor: ["--csv", "LOG"])
         defer { t.close() }
         // Values and measured rates are there once samples have arrived for a second.
-        let screen = try t.waitFor { $0.contains("Gyroscope") && $0.contains("  z   -") && $0.contains("Hz, measured 2") }
+        // Device motion (shown under all) asks for 100 Hz: the sensors run at that rate.
+        let screen = try t.waitFor { $0.contains("Gyroscope") && $0.contains("  z   -") && ($0.contains("Hz, measured 9") || $0.contains("Hz, measured 10")) }
         #expect(screen.contains("Accelerometer  iio:device0 (bmi160)  buffered  ±2.00 g"), "\(screen)")
         #expect(screen.contains("Gyroscope  iio:device0 (bmi160)  buffered  ±34.9 rad/s"), "\(screen)")
         for axis in ["x", "y", "z"] { #expect(screen.contains("  \(axis)  "), "\(screen)") }
         #expect(screen.contains(" g     ─") && screen.contains("│"), "bars: \(screen)")
         #expect(screen.contains("█"), "the z bar is filled (−1 g): \(screen)")
         #expect(screen.contains("log \(t.log): "), "\(screen)")
-        #expect(screen.contains("  sampling 25 Hz, measured ") && screen.contains("; view every 0.1 s, measured "), "\(screen)")
+        #expect(screen.contains("  sampling 100 Hz, measured ") && screen.contains("; view every 0.1 s, measured "), "\(screen)")
+        #expect(screen.contains("Device motion  xArbitraryZVertical  from accelerometer, gyroscope"), "\(screen)")
         #expect(screen.split(separator: "\n").allSatisfy { $0.count < 100 }, "no line reaches the last column")
         #expect(t.cursorVisible == false, "the cursor is hidden while the view runs")
         let colored = t.colored.contains("\u{1B}[")
@@ -46,7 +48,8 @@ struct MotionMonitorLiveViewTests {
         #expect(hidden != nil && shownAfter, "the cursor is hidden, then shown after it was last hidden")
         let log = try String(contentsOfFile: t.log, encoding: .utf8)
         #expect(log.hasPrefix("timestamp,sensor,device,x,y,z\n") && log.hasSuffix("\n"))
-        #expect(log.split(separator: "\n").count > 80, "about 2 s at 25 Hz × 2 sensors")
+        #expect(log.split(separator: "\n").count > 80, "about 2 s at 100 Hz × 2 sensors")
+        #expect(!log.contains("deviceMotion"), "device motion is shown, not logged")
     }
 
     @Test("A missing sensor's panel is its availability message; SIGTERM restores the terminal; --no-color has no colour")
@@ -73,6 +76,29 @@ struct MotionMonitorLiveViewTests {
         let end = try t.waitFor { $0.contains("EXIT=") }
         #expect(end.contains("EXIT=0"), "\(end)")
         #expect(end.contains("This device has no gyroscope."), "repeated on stderr once the view is gone: \(end)")
+        #expect(t.cursorVisible == true)
+    }
+
+    @Test("The Sense HAT with --reference-frame north: magnetometer panel (±100 µT) and device motion panel with degrees, gravity and heading")
+    func motionPanels() throws {
+        let t = try LiveRuns.Session(width: 100, height: 60, sim: ["--fixture", "sense-hat"],
+                                     monitor: ["--reference-frame", "north"])
+        defer { t.close() }
+        let screen = try t.waitFor { $0.contains("Device motion") && $0.contains("estimates, view every 0.1 s, measured ") && $0.contains("heading  ") && !$0.contains("heading  —") }
+        #expect(screen.contains("Magnetometer  iio:device2 ("), "\(screen)")
+        #expect(screen.contains("±100 µT"), "\(screen)")
+        #expect(screen.contains("Device motion  xMagneticNorthZVertical  from accelerometer, gyroscope, magnetometer"), "\(screen)")
+        let rows = screen.split(separator: "\n").map(String.init)
+        #expect(rows.contains { $0.hasPrefix("  roll     +0.00° ±180  ") || $0.hasPrefix("  roll     -0.00° ±180  ") }, "\(screen)")
+        #expect(rows.contains { $0.hasPrefix("  pitch    +0.00° ±90   ") || $0.hasPrefix("  pitch    -0.00° ±90   ") }, "\(screen)")
+        #expect(rows.contains { $0.hasPrefix("  yaw    ") }, "\(screen)")
+        #expect(rows.contains("  gravity   x +0.0000 y +0.0000 z -1.0000 g"), "\(screen)")
+        #expect(rows.contains { $0.hasPrefix("  user      x ") && $0.hasSuffix(" g") }, "\(screen)")
+        #expect(rows.contains { $0.hasPrefix("  heading  ") && $0.contains("° from magnetic north (N)") }, "\(screen)")
+        #expect(rows.allSatisfy { $0.count < 100 }, "no line reaches the last column")
+        t.keys("C-c")
+        let end = try t.waitFor { $0.contains("EXIT=") }
+        #expect(end.contains("EXIT=0"), "\(end)")
         #expect(t.cursorVisible == true)
     }
 

@@ -276,7 +276,9 @@ struct MotionMonitorStreamingTests {
         #expect(text.hasSuffix("\n"), "the output ends with a whole line")
         let lines = text.split(separator: "\n").map(String.init)
         #expect(lines.count >= 500)
-        #expect(lines.allSatisfy { JSONReading(line: $0) != nil }, "a partial or mixed line: \(lines.first { JSONReading(line: $0) == nil } ?? "")")
+        // Under all, device motion's lines are among them, in their own pinned form.
+        func whole(_ line: String) -> Bool { JSONReading(line: line) != nil || JSONDeviceMotion(line: line) != nil }
+        #expect(lines.allSatisfy(whole), "a partial or mixed line: \(lines.first { !whole($0) } ?? "")")
     }
 
     // MARK: Output forms
@@ -286,7 +288,8 @@ struct MotionMonitorStreamingTests {
         let plain = try Streams.run(fixture: "hid-sensor-hub", ["--count", "2"])
         #expect(plain.status == 0, "\(plain)")
         let lines = plain.stdout.split(separator: "\n")
-        #expect(lines.count == 4, "\(plain)")
+        #expect(lines.count == 6, "2 per sensor and 2 of device motion: \(plain)")
+        #expect(lines.filter { $0.hasPrefix("deviceMotion   roll ") && $0.contains(" g  at ") }.count == 2, "\(plain)")
         #expect(lines.filter { $0.hasPrefix("accelerometer  iio:device0 (accel_3d)  x ") && $0.contains(" g  at ") }.count == 2, "\(plain)")
         #expect(lines.filter { $0.hasPrefix("gyroscope      iio:device1 (gyro_3d)  x ") && $0.contains(" rad/s  at ") }.count == 2, "\(plain)")
         let gyro = try Streams.run(fixture: "mpu6050", ["--json", "--sensor", "gyroscope", "--interval", "0", "--count", "10"])
