@@ -272,6 +272,9 @@ struct MonitorOptions: Equatable, Sendable {
             if !deviceMotion {
                 throw UsageError("'--reference-frame' applies to device motion; use it with '--sensor motion' or '--sensor all'")
             }
+            if mode == .once && sensor != .motion {
+                throw UsageError("'--once' reads device motion only with '--sensor motion' ('--once --sensor all' reads the sensors), so '--reference-frame' needs it")
+            }
         }
         try checkLogging()
     }

@@ -46,6 +46,7 @@ struct DeviceMotionOptionsTests {
         (["--reference-frame"], "missing value for '--reference-frame <frame>'"),
         (["--sensor", "gyroscope", "--reference-frame", "north"], "'--reference-frame' applies to device motion; use it with '--sensor motion' or '--sensor all'"),
         (["--sensor", "magnetometer", "--reference-frame", "arbitrary"], "'--reference-frame' applies to device motion; use it with '--sensor motion' or '--sensor all'"),
+        (["--once", "--reference-frame", "north"], "'--once' reads device motion only with '--sensor motion' ('--once --sensor all' reads the sensors), so '--reference-frame' needs it"),
         (["--list", "--reference-frame", "north"], "'--reference-frame' applies to device motion and cannot be used with '--list'"),
         (["--sensor", "motion", "--csv", "x.csv"], "'--csv' logs sensor samples as timestamp,sensor,device,x,y,z, which device motion does not fit; record device motion with '--json'"),
         (["--sensor", "motion", "--csv", "-"], "'--csv' logs sensor samples as timestamp,sensor,device,x,y,z, which device motion does not fit; record device motion with '--json'"),
