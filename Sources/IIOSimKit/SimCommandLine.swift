@@ -68,6 +68,7 @@ public struct SimCommandLine: Sendable {
       --unplug DEV@SECONDS    remove the device's sysfs directory and node SECONDS after start
       --no-irq DEV            the device's buffer enables but never delivers data
       --unreadable DEV/FILE   make one attribute file unreadable (mode 0000)
+      --read-only DEV/FILE    make one attribute file read-only (mode 0444): writes to it fail
       --set DEV/FILE=VALUE    give an attribute file other contents (e.g. garbage)
       --iiod                  also run the real iiod, so COMMAND can use ip:127.0.0.1
       --iiod-port N           iiod's port (default 30431)
@@ -148,6 +149,9 @@ public struct SimCommandLine: Sendable {
                 }
                 options.unplug.append((String(v[..<at]), t))
             case "--no-irq": options.noIRQ.append(try value(a))
+            case "--read-only":
+                let (d, f) = try deviceFile(a, try value(a))
+                options.readOnly.append((d, f))
             case "--unreadable":
                 let (d, f) = try deviceFile(a, try value(a))
                 options.unreadable.append((d, f))

@@ -24,6 +24,9 @@ public struct SimulationOptions: Sendable {
     public var noIRQ: [String] = []
     /// Files (device, relative path) made unreadable (mode 0000).
     public var unreadable: [(device: String, file: String)] = []
+    /// Files (device, relative path) made read-only (mode 0444): a write fails (EACCES), as a
+    /// driver's rejected store() fails it.
+    public var readOnly: [(device: String, file: String)] = []
     /// Files (device, relative path) given other contents after the tree is built (garbage values).
     public var overrides: [(device: String, file: String, value: String)] = []
     /// When set, every stream session's delivered bytes and a JSON summary are written here.
@@ -117,7 +120,7 @@ public final class Simulator: Sendable {
         }
         fuseNodes = nodes
         fuseFailure = failure
-        for sel in options.unplug.map(\.device) + options.noIRQ + options.unreadable.map(\.device)
+        for sel in options.unplug.map(\.device) + options.noIRQ + options.unreadable.map(\.device) + options.readOnly.map(\.device)
             + options.overrides.map(\.device) where device(matching: sel) == nil {
             throw Fixture.LoadError(description: "no device \"\(sel)\" in the fixture (devices: "
                 + devs.map { "\($0.id) (\($0.spec.name))" }.joined(separator: ", ") + ")")
@@ -171,6 +174,10 @@ public final class Simulator: Sendable {
             // The raw refresher skips the files in this set; an overridden `raw` file must keep its
             // contents too (otherwise `--set DEV/in_accel_x_raw=garbage` lasts until the first refresh).
             d.pin(o.file)
+        }
+        for r in options.readOnly {
+            guard let d = device(matching: r.device) else { continue }
+            chmod(d.directory + "/" + r.file, 0o444)
         }
         for u in options.unreadable {
             guard let d = device(matching: u.device) else { continue }

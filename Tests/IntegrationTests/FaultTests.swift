@@ -210,3 +210,76 @@ struct GarbageAttributeTests {
         }
     }
 }
+
+/// The rest of the fault matrix for the CLI: no data-ready interrupt, Ctrl-C while waiting for
+/// one, a device unplugged while polled, a sampling frequency the driver refuses to change.
+@Suite("Faults: silent, vanishing and stubborn devices", .serialized, .timeLimit(.minutes(5)),
+       .enabled(if: SimHarness.monitorReady("fault tests")))
+struct SilentDeviceTests {
+    static let monitor = SimHarness.product("motion-monitor")
+
+    @Test("No data-ready interrupt: each sensor's error names the interrupt and the trigger after the timeout; exit 74, no hang")
+    func noInterrupt() throws {
+        let start = Date()
+        let r = try SimHarness.sim(["--fixture", "bmi160", "--no-irq", "bmi160"],
+                                   script: "timeout 30 '\(Self.monitor)' --json --interval 0.05")
+        let seconds = Date().timeIntervalSince(start)
+        #expect(r.status == 74, "\(r)")
+        for sensor in ["Accelerometer", "Gyroscope"] {
+            let line = r.stderr.split(separator: "\n").first { $0.hasPrefix("\(sensor) encountered error: ") } ?? ""
+            #expect(line.contains("interrupt") && line.contains("trigger") && line.contains("ETIMEDOUT"), "\(r)")
+        }
+        #expect(seconds < 15, "ended \(seconds) s after start")
+    }
+
+    @Test("Ctrl-C while the device stays silent: motion-monitor ends at once")
+    func interruptWhileSilent() throws {
+        let r = try SimHarness.sim(["--fixture", "bmi160", "--no-irq", "bmi160"], script: """
+            '\(Self.monitor)' --json --interval 0.05 &
+            m=$!
+            sleep 0.5
+            t0=$(date +%s%N)
+            kill -INT $m
+            wait $m
+            status=$?
+            t1=$(date +%s%N)
+            echo "status $status after $(( (t1 - t0) / 1000000 )) ms" >&2
+            """)
+        let line = r.stderr.split(separator: "\n").first { $0.hasPrefix("status ") } ?? ""
+        let parts = line.split(separator: " ")
+        #expect(parts.count >= 4, "\(r)")
+        if parts.count >= 4, let status = Int(parts[1]), let ms = Int(parts[3]) {
+            #expect(status == 0 || status == 130, "\(r)")
+            #expect(ms < 2000, "stopped \(ms) ms after Ctrl-C")
+        }
+    }
+
+    @Test("A polled device unplugged: its sensor's error, the other device's sensor goes on, exit 74")
+    func polledUnplug() throws {
+        let r = try SimHarness.sim(["--fixture", "lsm6dsx", "--unplug", "iio:device0@0.8"],
+                                   script: "timeout 30 '\(Self.monitor)' --json --mode polled --interval 0.05 --duration 3")
+        #expect(r.status == 74, "\(r)")
+        #expect(r.stderr.contains("Accelerometer encountered error: ") && !r.stderr.contains("Gyroscope encountered error"), "\(r)")
+        let readings = r.out.split(separator: "\n").compactMap { JSONReading(line: String($0)) }
+        let accel = readings.filter { $0.sensor == "accelerometer" }, gyro = readings.filter { $0.sensor == "gyroscope" }
+        #expect(!accel.isEmpty && !gyro.isEmpty, "\(r)")
+        if let a = accel.last, let g = gyro.last {
+            #expect(g.timestamp - a.timestamp > 1, "the gyroscope went on after the accelerometer went: \(a) … \(g)")
+        }
+    }
+
+    @Test("A sampling frequency the driver will not change: the run goes on at the frequency in force and says which")
+    func refusedFrequency() throws {
+        let r = try SimHarness.sim(["--fixture", "bmi160", "--read-only", "bmi160/in_accel_sampling_frequency",
+                                    "--read-only", "bmi160/in_anglvel_sampling_frequency"],
+                                   script: "timeout 30 '\(Self.monitor)' --json --interval 0 --rate 400 --count 30 --verbose")
+        #expect(r.status == 0, "\(r)")
+        #expect(r.stderr.contains("buffered at 100 Hz"), "the frequency in force, not the one asked for: \(r.stderr)")
+        let accel = r.out.split(separator: "\n").compactMap { JSONReading(line: String($0)) }.filter { $0.sensor == "accelerometer" }
+        #expect(accel.count == 30, "\(r)")
+        if let first = accel.first, let last = accel.last {
+            let period = (last.timestamp - first.timestamp) / Double(accel.count - 1)
+            #expect(abs(period - 0.01) < 0.001, "samples 10 ms apart (100 Hz): \(period)")
+        }
+    }
+}
