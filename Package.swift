@@ -38,7 +38,9 @@ let package = Package(
         .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "Locking"], swiftSettings: swiftSettings),
         // Library scenarios the integration tests run inside iio-sim (a test process cannot enter
         // the simulator's namespaces itself); not a product.
-        .executableTarget(name: "motion-scenarios", dependencies: ["IIOMotion", "IIOSimKit", "Locking"], swiftSettings: swiftSettings),
+        .executableTarget(name: "motion-scenarios", dependencies: ["IIOMotion", "Locking"], swiftSettings: swiftSettings),
+        // Device motion against the simulator's ground truth (scripts/fusion-accuracy, DeviceMotionTests).
+        .executableTarget(name: "motion-truth", dependencies: ["IIOMotion", "IIOSimKit", "Locking"], swiftSettings: swiftSettings),
 
         // The simulator: a library (fixtures, scan encoding, motion, the sysfs engine) and a thin executable.
         .target(name: "CSimSupport", cSettings: cSettings),

@@ -4,7 +4,7 @@ import Testing
 
 // Device motion (issue H) end to end: the library's fusion fed by the real libiio local backend
 // from iio-sim, every estimate compared with the simulator's scripted motion at the estimate's
-// timestamp (motion-scenarios device-motion). Sensor imperfections are a BMI160's datasheet
+// timestamp (motion-truth). Sensor imperfections are a BMI160's datasheet
 // figures: accelerometer 180 µg/√Hz, gyroscope 0.007 °/s/√Hz, and a gyroscope bias of about
 // 0.3 °/s per axis. Bounds are the issue's aims with a margin (the figures themselves are in
 // BENCHMARKS.md, from scripts/fusion-accuracy).
@@ -15,9 +15,12 @@ private let bmi160Imperfections = ["--accel-noise-density", "180", "--gyro-noise
 @Suite("Device motion against iio-sim's ground truth", .serialized, .timeLimit(.minutes(5)),
        .enabled(if: SimHarness.monitorReady("device motion tests")))
 struct DeviceMotionTests {
+    /// Runs `motion-truth ARGS` (or `motion-scenarios ARGS` when ARGS starts with a scenario of its)
+    /// under iio-sim and parses the JSON object it prints last.
     func scenario(_ fixture: String, _ args: [String], sim: [String] = []) throws -> (fields: [String: Any], result: SimHarness.Result) {
+        let program = args.first == "device-motion" ? ["motion-truth"] + args.dropFirst() : ["motion-scenarios"] + args
         let r = try SimHarness.run(SimHarness.product("iio-sim"), ["--fixture", fixture] + sim
-            + ["--", SimHarness.product("motion-scenarios")] + args)
+            + ["--", SimHarness.product(program[0])] + program.dropFirst())
         let line = r.out.split(separator: "\n").last.map(String.init) ?? ""
         return ((try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:], r)
     }

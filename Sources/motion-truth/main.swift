@@ -1,0 +1,96 @@
+// motion-truth: device motion against iio-sim's ground truth, run inside iio-sim (which exports
+// the scripted motion and its time zero as IIO_SIM_MOTION and IIO_SIM_MOTION_START_NS).
+//
+//   motion-truth SECONDS [arbitrary|corrected|north] [RATE]
+//
+// Prints one JSON object: estimates, rate, convergence time, roll/pitch/tilt RMS error (degrees,
+// after the first 2 s), yaw drift per minute, heading RMS and worst error (north frame).
+// Separate from motion-scenarios so that the benchmarks' scenarios do not load the simulator's
+// engine (and Foundation) at start-up.
+import Dispatch
+import Foundation
+@preconcurrency import Glibc
+import IIOMotion
+import IIOSimKit
+import Locking
+
+func emit(_ fields: [(String, String)]) {
+    print("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
+    fflush(nil)
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+    exit(1)
+}
+
+let args = Array(CommandLine.arguments)
+func number(_ i: Int, _ def: Double) -> Double { args.count > i ? Double(args[i]) ?? def : def }
+let environment = ProcessInfo.processInfo.environment
+let manager = MotionManager(uri: environment["MOTION_URI"] ?? "local:")
+
+// Every device motion estimate for SECONDS, compared with the simulator's scripted motion at
+// the estimate's timestamp (iio-sim exports the script and its time zero).
+let seconds = number(1, 20)
+let frameName = args.count > 2 ? args[2] : "arbitrary"
+let frame: AttitudeReferenceFrame = switch frameName {
+case "north": .xMagneticNorthZVertical
+case "corrected": .xArbitraryCorrectedZVertical
+default: .xArbitraryZVertical
+}
+if args.count > 3 {
+    for kind in [SensorKind.accelerometer, .gyroscope] { manager.requestSamplingFrequency(number(3, 100), for: kind) }
+}
+guard let text = environment["IIO_SIM_MOTION"], let start = environment["IIO_SIM_MOTION_START_NS"].flatMap({ Int64($0) }),
+      let script = try? MotionScript(parsing: text) else {
+    fail("device-motion needs iio-sim's IIO_SIM_MOTION and IIO_SIM_MOTION_START_NS")
+}
+let collected = Locked<[DeviceMotion]>([])
+let failure = Locked<String?>(nil)
+manager.deviceMotionUpdateInterval = 0
+manager.startDeviceMotionUpdates(using: frame, to: DispatchQueue(label: "scenario")) { m, e in
+    if let m { collected.withLock { $0.append(m) } }
+    if let e { failure.withLock { $0 = "\(e)" } }
+}
+usleep(UInt32(seconds * 1e6))
+let active = manager.isDeviceMotionActive
+let pulled = manager.deviceMotion != nil
+let rate = manager.samplingFrequency(of: .gyroscope) ?? 0
+manager.stopDeviceMotionUpdates()
+if let f = failure.withLock({ $0 }) { fail("device motion failed: \(f)") }
+let motions = collected.withLock { $0 }
+guard let first = motions.first, let last = motions.last else { fail("no device motion estimate") }
+let degrees = 180 / Double.pi
+func wrap(_ a: Double) -> Double { var x = a.truncatingRemainder(dividingBy: 360); if x > 180 { x -= 360 }; if x < -180 { x += 360 }; return x }
+struct Row { var t: Double; var tilt: Double; var roll: Double; var pitch: Double; var yawChange: Double; var heading: Double }
+var rows: [Row] = []
+var firstYaw = 0.0, firstHeadingTrue = 0.0
+for (i, m) in motions.enumerated() {
+    let truth = script.state(at: m.timestamp - Double(start) / 1e9)
+    let toDevice = truth.attitude.transposed
+    let g = toDevice * Vec3(0, 0, -1)  // gravity in the device frame, g, Core Motion's sign
+    let est = Vec3(m.gravity.x, m.gravity.y, m.gravity.z)
+    let cosine = max(-1, min(1, (g * est).sum() / ((est * est).sum().squareRoot())))
+    let top = truth.attitude * Vec3(0, 1, 0)  // the device's top edge in east-north-up
+    let headingTrue = (atan2(top.x, top.y) * degrees + 360).truncatingRemainder(dividingBy: 360)
+    if i == 0 { firstYaw = m.attitude.yaw * degrees; firstHeadingTrue = headingTrue }
+    // Yaw grows counter-clockwise seen from above; a heading clockwise: Δyaw = −Δheading.
+    let yawChange = wrap((m.attitude.yaw * degrees - firstYaw) + wrap(headingTrue - firstHeadingTrue))
+    rows.append(Row(t: m.timestamp - first.timestamp, tilt: acos(cosine) * degrees,
+                    roll: wrap(m.attitude.roll * degrees - atan2(g.x, -g.z) * degrees),
+                    pitch: wrap(m.attitude.pitch * degrees - asin(max(-1, min(1, -g.y))) * degrees),
+                    yawChange: yawChange, heading: wrap(m.heading - headingTrue)))
+}
+let converged = (rows.last(where: { $0.tilt >= 1 })?.t ?? 0)
+let settled = rows.filter { $0.t >= 2 }
+func rms(_ v: [Double]) -> Double { v.isEmpty ? -1 : (v.map { $0 * $0 }.reduce(0, +) / Double(v.count)).squareRoot() }
+let span = last.timestamp - first.timestamp
+let tail = rows.filter { $0.t >= min(10, span / 2) }
+let drift = (tail.first.map { f in (rows.last!.yawChange - f.yawChange) / max((rows.last!.t - f.t) / 60, 1e-9) }) ?? 0
+emit([("samples", "\(motions.count)"), ("seconds", "\(span)"), ("active", "\(active)"), ("pulled", "\(pulled)"),
+      ("rate", "\(rate)"),
+      ("convergence", "\(converged)"), ("tiltRMS", "\(rms(settled.map(\.tilt)))"),
+      ("rollRMS", "\(rms(settled.map(\.roll)))"), ("pitchRMS", "\(rms(settled.map(\.pitch)))"),
+      ("yawDriftPerMinute", "\(abs(drift))"),
+      ("headingRMS", "\(frame == .xMagneticNorthZVertical ? rms(settled.map(\.heading)) : -1)"),
+      ("headingMax", "\(frame == .xMagneticNorthZVertical ? settled.map { abs($0.heading) }.max() ?? -1 : -1)")])
