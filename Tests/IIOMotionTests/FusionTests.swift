@@ -62,19 +62,12 @@ private struct V {
     }
 }
 
-/// SplitMix64 with Box–Muller normals: deterministic across runs and platforms.
+/// Seeded noise (SplitMix64 with Box–Muller normals): deterministic across runs and platforms.
 private struct Noise {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func uniform() -> Double { (Double(next() >> 11) + 0.5) / 9_007_199_254_740_992 }
-    mutating func normal() -> Double { (-2 * log(uniform())).squareRoot() * cos(2 * .pi * uniform()) }
+    var rng: SplitMix64
+    init(seed: UInt64) { rng = SplitMix64(seed: seed) }
+    mutating func uniform() -> Double { rng.uniform() }
+    mutating func normal() -> Double { rng.normal() }
     mutating func vector(_ sigma: Double) -> V { V(sigma * normal(), sigma * normal(), sigma * normal()) }
 }
 

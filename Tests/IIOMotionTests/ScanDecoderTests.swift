@@ -1,17 +1,6 @@
 import Testing
 @testable import IIOMotion
 
-/// A reproducible random source (SplitMix64), so that a failure can be replayed.
-private struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// `[be|le]:[s|u]bits/storage>>shift`, as the kernel writes it in `scan_elements/*_type`.
 private func format(_ bigEndian: Bool, _ signed: Bool, _ bits: Int, _ storage: Int, _ shift: Int = 0) -> ScanFormat {
@@ -20,7 +9,7 @@ private func format(_ bigEndian: Bool, _ signed: Bool, _ bits: Int, _ storage: I
 }
 
 /// Random scans with some elements forced to the edges (all ones, sign bit only, largest positive).
-private func randomScans(_ count: Int, size: Int, rng: inout SplitMix) -> [UInt8] {
+private func randomScans(_ count: Int, size: Int, rng: inout SplitMix64) -> [UInt8] {
     var bytes = (0..<(count * size + 8)).map { _ in UInt8.random(in: 0...255, using: &rng) }
     for s in 0..<min(count, 6) {
         for b in 0..<size {
@@ -55,7 +44,7 @@ struct ScanDecoderTests {
 
     @Test("Specialised readers read every value as the general reader does, sign extension and byte order included")
     func readersMatchGeneral() {
-        var rng = SplitMix(state: 0x1105)
+        var rng = SplitMix64(seed: 0x1105)
         let bytes = randomScans(4000, size: 8, rng: &rng)
         bytes.withUnsafeBytes { raw in
             for offset in 0..<8 {
@@ -157,7 +146,7 @@ struct ScanDecoderTests {
     @Test("The capture's fast path gives the reference decode's samples, every fixture-like format, both unit systems",
           arguments: [MotionUnits.coreMotion, .si])
     func fastPathMatchesReference(units: MotionUnits) throws {
-        var rng = SplitMix(state: 0xF00D)
+        var rng = SplitMix64(seed: 0xF00D)
         for l in Self.layouts {
             for kinds in [[SensorKind.gyroscope, .accelerometer], [.accelerometer], [.magnetometer, .gyroscope, .accelerometer]] {
                 let clockOffset: Int64 = l.timestamp == nil ? 0 : Int64.random(in: -1_000_000...1_000_000, using: &rng)
@@ -220,7 +209,7 @@ struct ScanDecoderTests {
 
     @Test("Mount matrices that only swap axes and flip signs take three products, with the full product's bits")
     func loneFactors() {
-        var rng = SplitMix(state: 0x10E)
+        var rng = SplitMix64(seed: 0x10E)
         for l in Self.layouts {
             for units in [MotionUnits.coreMotion, .si] {
                 let (d, step) = decoder(l, units: units, kinds: [.gyroscope, .accelerometer, .magnetometer], clockOffset: 0)
@@ -247,7 +236,7 @@ struct ScanDecoderTests {
 
     @Test("A reused batch is overwritten in place, or copied while a consumer still holds it")
     func reuse() {
-        var rng = SplitMix(state: 0x5EED)
+        var rng = SplitMix64(seed: 0x5EED)
         let (d, step) = decoder(Self.layouts[0], units: .coreMotion, kinds: [.gyroscope, .accelerometer], clockOffset: 0)
         let scans = 300
         let one = randomScans(scans, size: step, rng: &rng), two = randomScans(scans, size: step, rng: &rng)
