@@ -95,6 +95,11 @@ struct AttitudeFilter: Sendable {
         var biasTimeConstant = 10.0
         /// Timestamp gaps (s) longer than this are not integrated.
         var maximumGap = 0.25
+        /// Seconds of gyroscope samples without a usable acceleration (free fall, a broken or
+        /// zero-reading accelerometer) after which the filter starts anyway, level, following the
+        /// gyroscope: it levels itself once gravity is measured (the start-up ramp runs again).
+        /// Device motion then never waits forever for its first estimate.
+        var startWithoutGravityAfter = 0.5
         /// Relative difference in field strength beyond which a magnetometer sample is ignored.
         var magneticFieldTolerance = 0.15
         /// Difference in dip (radians) beyond which a magnetometer sample is ignored.
@@ -130,6 +135,8 @@ struct AttitudeFilter: Sendable {
 
     private var lastTimestamp = 0.0
     private var lastRawRate = Vector3.zero
+    /// The first gyroscope sample's time, while the filter waits to start.
+    private var firstSampleTime: Double?
     /// Seconds of usable (weighted) accelerometer data since start or the last gap.
     private var rampProgress = 0.0
     private var disturbance = 0.0
@@ -192,7 +199,10 @@ struct AttitudeFilter: Sendable {
         let measured = acceleration.map(Vector3.init)
 
         guard isInitialized else {
-            guard let a = accel, initialize(timestamp: timestamp, acceleration: a) else { return nil }
+            if firstSampleTime == nil { firstSampleTime = timestamp }
+            let waited = timestamp - (firstSampleTime ?? timestamp)
+            let start = accel ?? (waited >= configuration.startWithoutGravityAfter ? Vector3(0, 0, -1) : nil)
+            guard let a = start, initialize(timestamp: timestamp, acceleration: a) else { return nil }
             lastTimestamp = timestamp
             lastRawRate = raw
             rampProgress = 0

@@ -1,0 +1,38 @@
+import Foundation
+import Testing
+@testable import IIOMotion
+
+@Suite("Device motion starts without a usable acceleration")
+struct FusionStartTests {
+    @Test("An accelerometer reading zero (free fall, a broken sensor): estimates start after 0.5 s, level, following the gyroscope; gravity levels them once measured")
+    func startsWithoutGravity() {
+        var fusion = DeviceMotionFusion(referenceFrame: .xArbitraryZVertical, units: .coreMotion)
+        var estimates: [DeviceMotion] = []
+        // 1 s at 100 Hz of zero acceleration and a 0.5 rad/s turn about z.
+        for i in 0..<100 {
+            let t = Double(i) * 0.01
+            fusion.add(accelerometer: AccelerometerData(timestamp: t, acceleration: Acceleration(x: 0, y: 0, z: 0))) { estimates.append($0) }
+            fusion.add(gyro: GyroData(timestamp: t, rotationRate: RotationRate(x: 0, y: 0, z: 0.5))) { estimates.append($0) }
+        }
+        let first = estimates.first
+        #expect(first.map { $0.timestamp >= 0.5 && $0.timestamp < 0.55 } == true, "the first estimate after 0.5 s: \(String(describing: first))")
+        #expect(estimates.count >= 40 && estimates.count <= 52, "\(estimates.count)")
+        if let f = first, let l = estimates.last {
+            // Level, and the yaw follows the gyroscope: 0.5 rad/s over the time since the start.
+            #expect(abs(f.attitude.roll) < 1e-9 && abs(f.attitude.pitch) < 1e-9)
+            #expect(abs((l.attitude.yaw - f.attitude.yaw) - 0.5 * (l.timestamp - f.timestamp)) < 0.01)
+        }
+        // Gravity appears, the device tilted 20° about x: within a few seconds the estimate follows it.
+        let tilt = 20 * Double.pi / 180
+        estimates.removeAll()
+        for i in 100..<600 {
+            let t = Double(i) * 0.01
+            fusion.add(accelerometer: AccelerometerData(timestamp: t, acceleration: Acceleration(x: 0, y: sin(tilt), z: -cos(tilt)))) { estimates.append($0) }
+            fusion.add(gyro: GyroData(timestamp: t, rotationRate: RotationRate(x: 0, y: 0, z: 0))) { estimates.append($0) }
+        }
+        if let l = estimates.last {
+            #expect(abs(l.attitude.pitch + tilt) < 1 * Double.pi / 180 || abs(l.attitude.pitch - tilt) < 1 * Double.pi / 180,
+                    "levelled to the measured gravity: pitch \(l.attitude.pitch * 180 / .pi)°")
+        }
+    }
+}
