@@ -168,7 +168,10 @@ struct GarbageAttributeTests {
     ])
     func garbage(_ attribute: String) throws {
         let file = "/sys/bus/iio/devices/iio:device0/" + attribute
-        let values = Self.garbage.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        // Under ThreadSanitizer (each instrumented start-up is slow) a third of the values: this
+        // suite is about input handling, which the plain run covers whole; races are TSan's part.
+        let garbage = SimHarness.underThreadSanitizer ? Self.garbage.enumerated().filter { $0.offset % 3 == 0 }.map(\.element) : Self.garbage
+        let values = garbage.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
         let r = try SimHarness.sim(["--fixture", "bmi160", "--set", "bmi160/\(attribute)=0"], script: """
             for v in \(values); do
               printf '%b\n' "$v" > '\(file)'
@@ -196,7 +199,7 @@ struct GarbageAttributeTests {
                 #expect(status != 124 && status < 128, "\(attribute) = [\(value)], \(kind): ended by timeout or signal (\(status))")
             }
         }
-        #expect(runs == 2 * Self.garbage.count, "\(r)")
+        #expect(runs == 2 * garbage.count, "\(r)")
         // Every failure names the device and the attribute's file.
         let base = attribute.split(separator: "/").last.map(String.init) ?? attribute
         for block in r.stderr.components(separatedBy: "=== value [").dropFirst() {
