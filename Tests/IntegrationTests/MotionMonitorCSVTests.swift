@@ -119,13 +119,7 @@ struct MotionMonitorCSVTests {
     func noSensor() throws {
         let dir = try SimHarness.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let fixture = dir + "/accel-only.json"
-        try Data(#"""
-            { "description": "an accelerometer only",
-              "devices": [ { "name": "acc", "attributes": { "in_accel_scale": "0.01" },
-                             "channels": [ { "id": "accel_x", "value": 0 }, { "id": "accel_y", "value": 0 },
-                                           { "id": "accel_z", "value": 981 } ] } ] }
-            """#.utf8).write(to: URL(fileURLWithPath: fixture))
+        let fixture = try SimHarness.accelerometerOnlyFixture(in: dir)
         let r = try CSVRuns.run(fixture: fixture, ["--sensor", "gyroscope"], file: dir + "/never.csv", keep: true)
         #expect(r.status == 69, "\(r)")
         #expect(r.stderr.contains("This device has no gyroscope."), "\(r.stderr)")

@@ -146,13 +146,7 @@ struct MotionMonitorDeviceMotionTests {
 
         let dir = try SimHarness.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let fixture = dir + "/accel-only.json"
-        try Data(#"""
-            { "description": "an accelerometer only",
-              "devices": [ { "name": "acc", "attributes": { "in_accel_scale": "0.01" },
-                             "channels": [ { "id": "accel_x", "value": 0 }, { "id": "accel_y", "value": 0 },
-                                           { "id": "accel_z", "value": 981 } ] } ] }
-            """#.utf8).write(to: URL(fileURLWithPath: fixture))
+        let fixture = try SimHarness.accelerometerOnlyFixture(in: dir)
         let message = "This device has no device motion: it needs an accelerometer and a gyroscope, and has no gyroscope.\n"
         for args in [["--once", "--sensor", "motion"], ["--sensor", "motion"]] {
             let none = try run(fixture, args)

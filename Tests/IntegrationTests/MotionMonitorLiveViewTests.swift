@@ -56,13 +56,7 @@ struct MotionMonitorLiveViewTests {
     func availabilityAndSIGTERM() throws {
         let dir = try SimHarness.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let fixture = dir + "/accel-only.json"
-        try Data(#"""
-            { "description": "an accelerometer only",
-              "devices": [ { "name": "acc", "attributes": { "in_accel_scale": "0.01" },
-                             "channels": [ { "id": "accel_x", "value": 0 }, { "id": "accel_y", "value": 0 },
-                                           { "id": "accel_z", "value": 981 } ] } ] }
-            """#.utf8).write(to: URL(fileURLWithPath: fixture))
+        let fixture = try SimHarness.accelerometerOnlyFixture(in: dir)
         let t = try LiveRuns.Session(width: 90, height: 30, sim: ["--fixture", fixture], monitor: ["--no-color"])
         defer { t.close() }
         let screen = try t.waitFor { $0.contains("samples") }

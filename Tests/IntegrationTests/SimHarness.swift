@@ -70,6 +70,19 @@ enum SimHarness {
         return path.split(separator: ":").contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(name)") }
     }
 
+    /// Writes a fixture with one device that has an accelerometer only (lying face up) into
+    /// `dir`; returns its path.
+    static func accelerometerOnlyFixture(in dir: String) throws -> String {
+        let fixture = dir + "/accel-only.json"
+        try Data(#"""
+            { "description": "an accelerometer only",
+              "devices": [ { "name": "acc", "attributes": { "in_accel_scale": "0.01" },
+                             "channels": [ { "id": "accel_x", "value": 0 }, { "id": "accel_y", "value": 0 },
+                                           { "id": "accel_z", "value": 981 } ] } ] }
+            """#.utf8).write(to: URL(fileURLWithPath: fixture))
+        return fixture
+    }
+
     /// A fresh temporary folder.
     static func temporaryDirectory() throws -> String {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("iio-sim-test-\(UUID().uuidString)").path
