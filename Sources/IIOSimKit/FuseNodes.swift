@@ -7,8 +7,7 @@ import CSimSupport
 /// kfifo per buffer session that a later `buffer/enable` write invalidates at once, whole scans
 /// per read. Used inside the simulator's namespaces whenever FUSE can be mounted; elsewhere the
 /// nodes are FIFOs (see ``StreamSession``).
-final class FuseNodes: @unchecked Sendable {
-    // @unchecked: the C side serialises every call on its own mutex; the pointer never changes.
+final class FuseNodes: @unchecked Sendable {  // the C side serialises every call on its mutex; the pointer never changes
     private let fs: OpaquePointer
     /// Device number → node index in the FUSE file system.
     private let index: [Int: Int32]

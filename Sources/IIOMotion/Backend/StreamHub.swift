@@ -327,11 +327,15 @@ final class StreamHub: Sendable {
                         }
                         sensor.consumers[id] = c
                     case let .batched(make, _, queue):
-                        let backlog = c.backlog
-                        if backlog.withLock({ $0 }) + count > s.batchBacklogLimit {
+                        let backlog = c.backlog, limit = s.batchBacklogLimit
+                        let admitted = backlog.withLock { pending -> Bool in
+                            guard pending + count <= limit else { return false }
+                            pending += count
+                            return true
+                        }
+                        if !admitted {
                             sensor.statistics.dropped += count  // the handler is too far behind
                         } else {
-                            backlog.withLock { $0 += count }
                             let job = make(batch)
                             jobs.append((queue, {
                                 job()
