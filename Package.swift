@@ -16,6 +16,11 @@ let cSettings: [CSetting] = [
     .unsafeFlags(["-Wall", "-Wextra", "-Werror=implicit-function-declaration"]),
 ]
 
+/// Release builds of our executables carry the Swift runtime inside (`-static-stdlib`): they start
+/// in about half the time (no dynamic linking of a dozen Swift libraries) and run on a board that
+/// has libiio but no Swift toolchain. Debug and sanitizer builds stay dynamic.
+let staticRuntime: [LinkerSetting] = [.unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))]
+
 let package = Package(
     name: "IIOMotion",
     products: [
@@ -35,10 +40,12 @@ let package = Package(
         // A lock ThreadSanitizer understands (see Locked.swift for why not Synchronization.Mutex).
         .target(name: "Locking", swiftSettings: swiftSettings),
         .target(name: "IIOMotion", dependencies: ["CIIOShim", "Locking"], swiftSettings: swiftSettings),
-        .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "Locking"], swiftSettings: swiftSettings),
+        .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "Locking"], swiftSettings: swiftSettings,
+                          linkerSettings: staticRuntime),
         // Library scenarios the integration tests run inside iio-sim (a test process cannot enter
         // the simulator's namespaces itself); not a product.
-        .executableTarget(name: "motion-scenarios", dependencies: ["IIOMotion", "Locking"], swiftSettings: swiftSettings),
+        .executableTarget(name: "motion-scenarios", dependencies: ["IIOMotion", "Locking"], swiftSettings: swiftSettings,
+                          linkerSettings: staticRuntime),
         // Device motion against the simulator's ground truth (scripts/fusion-accuracy, DeviceMotionTests).
         .executableTarget(name: "motion-truth", dependencies: ["IIOMotion", "IIOSimKit", "Locking"], swiftSettings: swiftSettings),
 

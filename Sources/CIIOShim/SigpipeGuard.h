@@ -17,10 +17,18 @@ typedef struct {
 	int active;
 } iioshim_sigpipe_guard;
 
+/* Set on capture threads, which block SIGPIPE for their whole life (iioshim_capture_thread_begin):
+ * the guard then costs nothing. */
+extern __thread int iioshim_sigpipe_blocked_for_life;
+
 static inline void iioshim_sigpipe_block(iioshim_sigpipe_guard *g)
 {
 	sigset_t s;
 	int saved = errno;
+	if (iioshim_sigpipe_blocked_for_life) {
+		g->active = 0;
+		return;
+	}
 	sigemptyset(&s);
 	sigaddset(&s, SIGPIPE);
 	g->active = pthread_sigmask(SIG_BLOCK, &s, &g->old) == 0 && !sigismember(&g->old, SIGPIPE);

@@ -213,7 +213,7 @@ extension MotionManager {
             s.latest = nil
         }
         let plans = activePlans()
-        let failures = hub.control.sync { hub.reconcile(plans: plans, uri: uri) }
+        let failures = hub.onControl { [hub, uri] in hub.reconcile(plans: plans, uri: uri) } ?? [:]
         if let failure = kinds.lazy.compactMap({ failures[$0] }).first {
             stopDeviceMotion(generation: generation)
             return failure
@@ -244,8 +244,7 @@ extension MotionManager {
             return run
         }
         guard let run else { return }
-        let plans = activePlans()
-        hub.control.sync { hub.stop(Array(run.consumers.keys), owner: .deviceMotion, plans: plans, uri: uri) }
+        stop(Array(run.consumers.keys), owner: .deviceMotion)
         engine.queue.sync { engine.fusion.withLock { $0 = nil } }
         engine.state.withLock { s in if s.running == nil { s.latest = nil } }
     }

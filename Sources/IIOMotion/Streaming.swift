@@ -44,6 +44,30 @@ public struct UpdateStatistics: Sendable, Hashable {
     public init() {}
 }
 
+/// Where a batched handler runs (``MotionManager/startAccelerometerBatches(on:withHandler:)`` and
+/// the gyroscope's and magnetometer's counterparts).
+public enum BatchDelivery: Sendable {
+    /// On `queue`, or the sensor's private serial queue when nil (the default). The capture
+    /// thread hands each batch over and goes straight back to the kernel, so a slow handler
+    /// loses nothing until it is ``MotionManager/maximumBatchBacklog`` samples behind. Each batch
+    /// costs a thread wake-up and moves the samples from one CPU's cache to another's.
+    case queue(DispatchQueue?)
+    /// On the device's capture thread itself, right after each refill and before the next: no
+    /// wake-up, no queue, the samples still in the cache that decoded them. For recorders and
+    /// loggers that copy the samples away quickly; the cheapest way to get every sample.
+    ///
+    /// While the handler runs the device is not read: the kernel holds about four batches, so a
+    /// handler that takes longer than about three update intervals makes the kernel drop
+    /// samples, which nothing reports. Do not block here (no disk writes that may stall, no
+    /// waiting on locks a slow thread holds). Handlers of sensors on one device run one after
+    /// the other on the same thread, never concurrently; sensors on different devices have
+    /// different capture threads. SIGPIPE is blocked on capture threads (libiio's network
+    /// backend needs that), so a write to a closed pipe fails with `EPIPE` here instead of ending
+    /// the process. Errors still arrive on the sensor's private queue, after the last batch.
+    /// Starting or stopping updates from such a handler takes effect just after it returns.
+    case captureThread
+}
+
 /// A sample type the manager produces. Captures deliver samples already in the manager's
 /// units, so these only repackage.
 protocol CapturedConvertible: DecodedSample, Sendable {
@@ -120,7 +144,15 @@ extension MotionManager {
     ///   - handler: gets `(samples, nil)` per batch, or `(nil, error)` once when the sensor fails.
     public func startAccelerometerBatches(to queue: DispatchQueue? = nil,
                                           withHandler handler: @escaping @Sendable ([AccelerometerData]?, MotionError?) -> Void) {
-        startBatches(.accelerometer, queue: queue, handler)
+        startBatches(.accelerometer, .queue(queue), handler)
+    }
+
+    /// Starts accelerometer updates in batches holding every sample, delivered as `delivery`
+    /// says: ``BatchDelivery/captureThread`` is the cheapest (no thread hop), for handlers that
+    /// return quickly.
+    public func startAccelerometerBatches(on delivery: BatchDelivery,
+                                          withHandler handler: @escaping @Sendable ([AccelerometerData]?, MotionError?) -> Void) {
+        startBatches(.accelerometer, delivery, handler)
     }
 
     /// Accelerometer updates as an async sequence (newest sample, at most once per interval).
@@ -176,7 +208,14 @@ extension MotionManager {
     ///   - handler: gets `(samples, nil)` per batch, or `(nil, error)` once when the sensor fails.
     public func startGyroBatches(to queue: DispatchQueue? = nil,
                                  withHandler handler: @escaping @Sendable ([GyroData]?, MotionError?) -> Void) {
-        startBatches(.gyroscope, queue: queue, handler)
+        startBatches(.gyroscope, .queue(queue), handler)
+    }
+
+    /// Starts gyroscope updates in batches holding every sample, delivered as `delivery` says
+    /// (see ``startAccelerometerBatches(on:withHandler:)``).
+    public func startGyroBatches(on delivery: BatchDelivery,
+                                 withHandler handler: @escaping @Sendable ([GyroData]?, MotionError?) -> Void) {
+        startBatches(.gyroscope, delivery, handler)
     }
 
     /// Gyroscope updates as an async sequence.
@@ -231,7 +270,14 @@ extension MotionManager {
     ///   - handler: gets `(samples, nil)` per batch, or `(nil, error)` once when the sensor fails.
     public func startMagnetometerBatches(to queue: DispatchQueue? = nil,
                                          withHandler handler: @escaping @Sendable ([MagnetometerData]?, MotionError?) -> Void) {
-        startBatches(.magnetometer, queue: queue, handler)
+        startBatches(.magnetometer, .queue(queue), handler)
+    }
+
+    /// Starts magnetometer updates in batches holding every sample, delivered as `delivery` says
+    /// (see ``startAccelerometerBatches(on:withHandler:)``).
+    public func startMagnetometerBatches(on delivery: BatchDelivery,
+                                         withHandler handler: @escaping @Sendable ([MagnetometerData]?, MotionError?) -> Void) {
+        startBatches(.magnetometer, delivery, handler)
     }
 
     /// Magnetometer updates as an async sequence.
@@ -325,8 +371,7 @@ extension MotionManager {
     /// Stops every sensor's updates and device motion, and joins their capture threads.
     public func stopAllUpdates() {
         stopDeviceMotionUpdates()
-        let plans = activePlans()
-        hub.control.sync { hub.stop(SensorKind.allCases, plans: plans, uri: uri) }
+        stop(SensorKind.allCases, owner: .user)
     }
 
     // MARK: Internals
@@ -353,7 +398,7 @@ extension MotionManager {
     func restartIfActive(_ kind: SensorKind) {
         guard hub.isActive(kind, owner: nil) else { return }
         let plans = activePlans()
-        hub.control.sync { _ = hub.reconcile(plans: plans, uri: uri) }
+        _ = hub.onControl { [hub, uri] in hub.reconcile(plans: plans, uri: uri) }
     }
 
     /// The chosen plan per kind, or the reason a kind has none.
@@ -382,7 +427,9 @@ extension MotionManager {
         let id = hub.add(kind, delivery, owner: owner, minimumRate: minimumRate)
         if !wasActive { hub.state.withLock { $0.sensors[kind]?.statistics = UpdateStatistics() } }
         let plans = activePlans()
-        let failures = hub.control.sync { hub.reconcile(plans: plans, uri: uri) }
+        // From a capture-thread handler the start is queued: its failure then reaches the
+        // consumer's handler (pull consumers see the sensor inactive).
+        let failures = hub.onControl { [hub, uri] in hub.reconcile(plans: plans, uri: uri) } ?? [:]
         if let e = failures[kind] {
             hub.remove(kind, id: id)
             return (nil, e)
@@ -407,15 +454,19 @@ extension MotionManager {
         if let e = r.error { q.async { handler(nil, e) } }
     }
 
-    private func startBatches<T: CapturedConvertible>(_ kind: SensorKind, queue: DispatchQueue?,
+    private func startBatches<T: CapturedConvertible>(_ kind: SensorKind, _ delivery: BatchDelivery,
                                                       _ handler: @escaping @Sendable ([T]?, MotionError?) -> Void) {
         hub.remove(kind) { if case .batched = $0.delivery, $0.owner == .user { true } else { false } }
-        let q = queue ?? hub.handlerQueue(kind)
+        // nil: on the capture thread.
+        let queue: DispatchQueue? = switch delivery {
+        case .queue(let q): q ?? hub.handlerQueue(kind)
+        case .captureThread: nil
+        }
         let r = start(kind, .batched(make: { batch in
             let samples = T.all(in: batch)
             return { handler(samples, nil) }
-        }, fail: { handler(nil, $0) }, queue: q))
-        if let e = r.error { q.async { handler(nil, e) } }
+        }, fail: { handler(nil, $0) }, queue: queue))
+        if let e = r.error { (queue ?? hub.handlerQueue(kind)).async { handler(nil, e) } }
     }
 
     private func updates<T: CapturedConvertible>(_ kind: SensorKind) -> AsyncThrowingStream<T, any Error> {
@@ -446,7 +497,20 @@ extension MotionManager {
     }
 
     private func stop(_ kind: SensorKind) {
+        stop([kind], owner: .user)
+    }
+
+    /// Stops `owner`'s updates of `kinds` and waits until their captures are wound down. From a
+    /// handler running on a capture thread it cannot wait (the control queue may be joining that
+    /// very thread): the consumers go at once, so no further batch reaches them, and the
+    /// captures are wound down just after.
+    func stop(_ kinds: [SensorKind], owner: StreamHub.Owner) {
         let plans = activePlans()
-        hub.control.sync { hub.stop([kind], plans: plans, uri: uri) }
+        if StreamHub.onCaptureThread {
+            for kind in kinds { hub.remove(kind) { $0.owner == owner } }
+            hub.control.async { [hub, uri] in hub.reconcile(plans: plans, uri: uri) }
+            return
+        }
+        hub.control.sync { hub.stop(kinds, owner: owner, plans: plans, uri: uri) }
     }
 }

@@ -6,10 +6,10 @@
 //   motion-scenarios pull SECONDS                   accelerometerData from a tight loop on another thread
 //   motion-scenarios start-stop COUNT               start and stop with handlers running, COUNT times
 //   motion-scenarios blocking-handler [RATE] [BACKLOG]  handlers that block for a second
-//   motion-scenarios failure SECONDS                wait for a handler error (e.g. under --unplug)
+//   motion-scenarios failure SECONDS [capture-thread]  wait for a handler error (e.g. under --unplug)
+//   motion-scenarios capture-thread SECONDS [RATE]  batches on the capture thread; a handler stops its own sensor
 //   motion-scenarios device-motion-sharing           device motion and the accelerometer's own updates side by side
 import Dispatch
-import Foundation
 @preconcurrency import Glibc
 import IIOMotion
 import Locking
@@ -28,15 +28,34 @@ func emit(_ fields: [(String, String)]) {
 
 /// Open descriptors, threads, and threads named like a capture (`iio:deviceN`) of this process.
 func processCounts() -> (fds: Int, threads: Int, captureThreads: Int) {
-    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
-    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-    let capture = tasks.filter { t in
-        ((try? String(contentsOfFile: "/proc/self/task/\(t)/comm", encoding: .utf8)) ?? "").hasPrefix("iio:device")
-    }.count
+    let fds = entries("/proc/self/fd").map { $0.count - 1 } ?? -1  // less opendir's own
+    let tasks = entries("/proc/self/task") ?? []
+    let capture = tasks.filter { t in firstLine("/proc/self/task/\(t)/comm").hasPrefix("iio:device") }.count
     return (fds, tasks.count, capture)
 }
 
-func warn(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+/// The names in a directory (not `.` and `..`), or nil when it cannot be read.
+func entries(_ path: String) -> [String]? {
+    guard let dir = opendir(path) else { return nil }
+    defer { closedir(dir) }
+    var names: [String] = []
+    while let e = readdir(dir) {
+        let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+}
+
+/// A file's first line ("" when it cannot be read).
+func firstLine(_ path: String) -> String {
+    guard let f = fopen(path, "r") else { return "" }
+    defer { fclose(f) }
+    var buf = [CChar](repeating: 0, count: 256)
+    guard fgets(&buf, Int32(buf.count), f) != nil else { return "" }
+    return String(decoding: buf.prefix { $0 != 0 && $0 != 10 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+func warn(_ s: String) { fputs(s + "\n", stderr) }
 
 func fail(_ message: String) -> Never {
     warn(message)
@@ -48,7 +67,11 @@ guard let scenario = args.first else { fail("usage: motion-scenarios SCENARIO AR
 func number(_ i: Int, _ def: Double) -> Double { args.count > i ? Double(args[i]) ?? def : def }
 
 // MOTION_URI picks the context (e.g. ip:127.0.0.1), MOTION_MODE the preferred mode.
-let environment = ProcessInfo.processInfo.environment
+/// The process environment (no Foundation here: the benchmarks measure start-up too).
+let environment = Environment()
+struct Environment {
+    subscript(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+}
 // SI for every scenario but the throughput benchmark, which converts to g as most users would (one
 // manager: a second one would discover the sensors again, start-up cost the benchmark counts).
 let manager = MotionManager(uri: environment["MOTION_URI"] ?? "local:", units: scenario == "bench-throughput" ? .coreMotion : .si)
@@ -97,7 +120,7 @@ case "pull":
     do { try manager.startAccelerometerUpdates() } catch { fail("\(error)") }
     let result = Locked<(reads: Int, distinct: Int, badMagnitude: Int, backwards: Int)>((0, 0, 0, 0))
     let done = DispatchSemaphore(value: 0)
-    let reader = Thread {
+    DispatchQueue.global().async {
         var reads = 0, distinct = 0, bad = 0, backwards = 0
         var last = -1.0
         let end = now() + seconds
@@ -116,7 +139,6 @@ case "pull":
         result.withLock { $0 = (reads, distinct, bad, backwards) }
         done.signal()
     }
-    reader.start()
     done.wait()
     manager.stopAllUpdates()
     let r = result.withLock { $0 }
@@ -197,15 +219,75 @@ case "failure":
     let got = Locked<(Double, String)?>(nil)
     let sem = DispatchSemaphore(value: 0)
     manager.accelerometerUpdateInterval = 0.05
-    manager.startAccelerometerUpdates { _, e in
-        if let e { got.withLock { $0 = (now() - t0, "\(e)") }; sem.signal() }
+    if args.count > 2 && args[2] == "capture-thread" {
+        manager.startAccelerometerBatches(on: .captureThread) { _, e in
+            if let e { got.withLock { $0 = (now() - t0, "\(e)") }; sem.signal() }
+        }
+    } else {
+        manager.startAccelerometerUpdates { _, e in
+            if let e { got.withLock { $0 = (now() - t0, "\(e)") }; sem.signal() }
+        }
     }
     let r = sem.wait(timeout: .now() + seconds)
     let stop0 = now()
     manager.stopAllUpdates()
     let g = got.withLock { $0 }
     emit([("error", r == .success ? "true" : "false"), ("after", "\(g?.0 ?? -1)"), ("stopSeconds", "\(now() - stop0)"),
-          ("message", g.map { "\"\($0.1.replacingOccurrences(of: "\"", with: "'"))\"" } ?? "null")])
+          ("message", g.map { "\"\(String($0.1.map { $0 == "\"" ? "'" : $0 }))\"" } ?? "null")])
+case "capture-thread":
+    // Batches on the capture thread: every sample, on the thread named after the device. Then the
+    // accelerometer's handler stops its own updates from inside itself: the call returns, no
+    // accelerometer batch follows, the gyroscope goes on; at the end no capture thread is left.
+    let seconds = number(1, 2)
+    manager.requestSamplingFrequency(number(2, 800), for: .accelerometer)
+    manager.accelerometerUpdateInterval = 0
+    manager.gyroUpdateInterval = 0
+    struct Seen: Sendable {
+        var accel: [Double] = [], gyro = 0, gyroAfterStop = 0, accelAfterStop = 0
+        var threads: Set<String> = [], stopped = false, stopSeconds = -1.0
+    }
+    let seen = Locked(Seen())
+    let stoppedSignal = DispatchSemaphore(value: 0)
+    let before = processCounts()
+    let stopAt = now() + seconds
+    manager.startAccelerometerBatches(on: .captureThread) { batch, _ in
+        guard let batch else { return }
+        let name = firstLine("/proc/thread-self/comm")
+        let stopNow = seen.withLock { s -> Bool in
+            if s.stopped { s.accelAfterStop += batch.count; return false }
+            s.accel += batch.map(\.timestamp)
+            s.threads.insert(name)
+            return now() >= stopAt
+        }
+        guard stopNow else { return }
+        let t = now()
+        manager.stopAccelerometerUpdates()
+        seen.withLock { $0.stopped = true; $0.stopSeconds = now() - t }
+        stoppedSignal.signal()
+    }
+    manager.startGyroBatches(on: .captureThread) { batch, _ in
+        guard let batch else { return }
+        let name = firstLine("/proc/thread-self/comm")
+        seen.withLock { s in
+            if s.stopped { s.gyroAfterStop += batch.count } else { s.gyro += batch.count }
+            s.threads.insert(name)
+        }
+    }
+    let rate = manager.samplingFrequency(of: .accelerometer) ?? 0
+    let stopped = stoppedSignal.wait(timeout: .now() + seconds + 5) == .success
+    usleep(500_000)
+    let accelActive = manager.isAccelerometerActive, gyroActive = manager.isGyroActive
+    manager.stopAllUpdates()
+    usleep(200_000)
+    let after = processCounts()
+    let s = seen.withLock { $0 }
+    let gaps = zip(s.accel, s.accel.dropFirst()).map { $1 - $0 }
+    emit([("stopped", "\(stopped)"), ("rate", "\(rate)"), ("accel", "\(s.accel.count)"),
+          ("nonIncreasing", "\(gaps.filter { $0 <= 0 }.count)"), ("maxGap", "\(gaps.max() ?? -1)"),
+          ("gyro", "\(s.gyro)"), ("gyroAfterStop", "\(s.gyroAfterStop)"), ("accelAfterStop", "\(s.accelAfterStop)"),
+          ("stopSeconds", "\(s.stopSeconds)"), ("accelActive", "\(accelActive)"), ("gyroActive", "\(gyroActive)"),
+          ("threads", "\"\(s.threads.sorted().joined(separator: ","))\""),
+          ("captureThreadsBefore", "\(before.captureThreads)"), ("captureThreadsAfter", "\(after.captureThreads)")])
 case "async":
     // for try await over both async forms until COUNT updates and COUNT batched samples arrived.
     let count = Int(number(1, 20))
@@ -238,8 +320,10 @@ case "async":
           ("stillActive", "\(manager.isAccelerometerActive || manager.isGyroActive)")])
 case "bench-throughput":
     // Every sample of accelerometer and gyroscope, decoded, converted (g, rad/s) and summed by a
-    // batched handler, until COUNT scans arrived; the simulator streams in --fast mode.
+    // batched handler, until COUNT scans arrived; the simulator streams in --fast mode. The
+    // handlers run on the capture thread, or with `queue`, on a queue of their own.
     let count = Int(number(1, 1_000_000))
+    let onQueue = args.count > 2 && args[2] == "queue"
     manager.accelerometerUpdateInterval = 2.5  // 4000 scans per refill at 1600 Hz
     manager.gyroUpdateInterval = 2.5
     manager.requestSamplingFrequency(1600, for: .accelerometer)
@@ -248,16 +332,16 @@ case "bench-throughput":
     let done = DispatchSemaphore(value: 0)
     // One queue for both handlers, as a logger handling both sensors would have: with each sensor
     // on its own default queue, every refill wakes two threads instead of one.
-    let handlers = DispatchQueue(label: "bench handlers")
+    let delivery: BatchDelivery = onQueue ? .queue(DispatchQueue(label: "bench handlers")) : .captureThread
     let t0 = now()
-    manager.startAccelerometerBatches(to: handlers) { batch, _ in
+    manager.startAccelerometerBatches(on: delivery) { batch, _ in
         guard let batch else { return }
         var s = 0.0
         for d in batch { s += d.acceleration.x + d.acceleration.y + d.acceleration.z }
         let n = sums.withLock { $0.n += batch.count; $0.sum += s; return $0.n }
         if n >= count { done.signal() }
     }
-    manager.startGyroBatches(to: handlers) { batch, _ in
+    manager.startGyroBatches(on: delivery) { batch, _ in
         guard let batch else { return }
         var s = 0.0
         for d in batch { s += d.rotationRate.x + d.rotationRate.y + d.rotationRate.z }

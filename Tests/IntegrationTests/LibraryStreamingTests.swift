@@ -143,6 +143,34 @@ struct LibraryStreamingTests {
         #expect((f["message"] as? String)?.contains(device) == true, "the message names the device: \(r)")
     }
 
+    @Test("batches on the capture thread: every sample, on the device's own thread; a handler stops its own sensor without a hang")
+    func captureThreadBatches() throws {
+        let (f, r) = try scenario("bmi160", ["capture-thread", "2", "800"])
+        try #require(r.status == 0, "\(r)")
+        print("capture-thread batches: \(f)")
+        #expect(f["stopped"] as? Bool == true, "the handler's stop returned: \(f)")
+        #expect(number(f, "stopSeconds") < 1, "\(f)")
+        #expect(number(f, "accel") > 800, "2 s at 800 Hz: \(f)")
+        #expect(number(f, "nonIncreasing") == 0)
+        #expect(number(f, "maxGap") < 1.5 / number(f, "rate"), "no sample missing between batches: \(f)")
+        #expect(f["threads"] as? String == "iio:device0", "both handlers ran on the capture thread: \(f)")
+        #expect(number(f, "accelAfterStop") == 0, "no accelerometer batch after its stop returned: \(f)")
+        #expect(number(f, "gyroAfterStop") > 0, "the gyroscope went on (its capture restarted): \(f)")
+        #expect(f["accelActive"] as? Bool == false && f["gyroActive"] as? Bool == true, "\(f)")
+        #expect(number(f, "captureThreadsAfter") == 0, "the thread that stopped itself ended too: \(f)")
+    }
+
+    @Test("a device unplugged under a capture-thread handler: the error arrives (on the sensor's queue) within 2 s")
+    func unplugCaptureThread() throws {
+        let (f, r) = try scenario("bmi160", ["failure", "6", "capture-thread"], sim: ["--unplug", "bmi160@1"])
+        try #require(r.status == 0, "\(r)")
+        #expect(f["error"] as? Bool == true, "\(r)")
+        let after = number(f, "after")
+        #expect(after > 0.9 && after < 1 + 2, "error \(after) s after start, unplugged at 1 s")
+        #expect(number(f, "stopSeconds") < 1)
+        #expect((f["message"] as? String)?.contains("bmi160") == true, "the message names the device: \(r)")
+    }
+
     @Test("polled mode when asked, and the same data through iiod")
     func polledAndRemote() throws {
         let (p, r1) = try scenario("lsm6dsx", ["every-sample", "1"], env: ["MOTION_MODE": "polled"])

@@ -51,7 +51,8 @@ struct CaptureStatus: Sendable {
     var timeout: Double
 }
 
-/// A thread that can be joined (Foundation's `Thread` cannot).
+/// A capture thread, which can be joined (Foundation's `Thread` cannot): named after its device,
+/// with SIGPIPE blocked for its whole life (see `iioshim_capture_thread_begin`).
 final class JoinableThread: Sendable {
     private let thread: pthread_t
 
@@ -69,7 +70,7 @@ final class JoinableThread: Sendable {
         let box = Unmanaged.passRetained(Body(name, body)).toOpaque()
         let r = pthread_create(&t, nil, { arg in
             let body = Unmanaged<Body>.fromOpaque(arg!).takeRetainedValue()
-            iioshim_name_this_thread(body.name)
+            iioshim_capture_thread_begin(body.name)
             body.run()
             return nil
         }, box)
@@ -80,9 +81,15 @@ final class JoinableThread: Sendable {
         thread = t
     }
 
-    /// Waits for the thread to end.
+    /// Waits for the thread to end; called on the thread itself (a handler delivered on the
+    /// capture thread stopped its own sensor), detaches it instead: it ends by itself once the
+    /// handler returns, and nothing waits for it.
     func join() {
-        pthread_join(thread, nil)
+        if pthread_equal(pthread_self(), thread) != 0 {
+            pthread_detach(thread)
+        } else {
+            pthread_join(thread, nil)
+        }
     }
 }
 
@@ -141,8 +148,9 @@ final class DeviceCapture: Sendable {
         }
     }
 
-    /// Stops the capture and joins its thread; idempotent. Safe from any thread but the capture's
-    /// own (a handler must not stop its own sensor synchronously).
+    /// Stops the capture and joins its thread; idempotent. Safe from any thread. On the capture
+    /// thread itself (from a handler delivered there) it cancels the buffer and returns: the
+    /// thread ends when the handler returns, and releases the device itself.
     func stop() {
         let buffer = state.withLock { s -> IIOBuffer? in
             s.stopping = true

@@ -1,3 +1,4 @@
+internal import CIIOShim
 internal import Dispatch
 internal import Glibc
 import Locking
@@ -40,9 +41,11 @@ final class StreamHub: Sendable {
             case coalesced(@Sendable (CapturedSample?, MotionError?) -> Void, queue: DispatchQueue)
             /// Every sample, in batches: `make` turns a capture batch into the job that hands this
             /// kind's samples (decoded into the public type on the capture thread) to the
-            /// handler; `fail` is the handler's error call.
+            /// handler; `fail` is the handler's error call. A nil `queue` runs the job on the
+            /// capture thread itself, before its next refill (errors still go to the sensor's
+            /// default handler queue).
             case batched(make: @Sendable (CaptureBatch) -> @Sendable () -> Void,
-                         fail: @Sendable (MotionError) -> Void, queue: DispatchQueue)
+                         fail: @Sendable (MotionError) -> Void, queue: DispatchQueue?)
             /// No callback: the caller polls the newest sample.
             case pull
         }
@@ -289,7 +292,8 @@ final class StreamHub: Sendable {
     // MARK: Delivery (capture threads)
 
     /// Hands a batch to everyone who wants it. Called on a capture thread; allocates per batch
-    /// (the job list, when there are push consumers), never per sample.
+    /// (the job list, when there are push consumers), never per sample. Jobs of consumers served
+    /// on the capture thread run here, last, with no lock held.
     func deliver(_ batch: CaptureBatch) {
         guard !batch.isEmpty else { return }
         let newest = batch.newest
@@ -299,6 +303,7 @@ final class StreamHub: Sendable {
             if let n = newest.2 { l.samples[2] = n }
         }
         var jobs: [(DispatchQueue, @Sendable () -> Void)] = []
+        var here: [@Sendable () -> Void] = []
         state.withLock { s in
             for kind in SensorKind.allCases {
                 guard let n = batch.newest(kind), var sensor = s.sensors[kind] else { continue }
@@ -326,7 +331,10 @@ final class StreamHub: Sendable {
                             sensor.statistics.coalesced += count
                         }
                         sensor.consumers[id] = c
-                    case let .batched(make, _, queue):
+                    case let .batched(make, _, nil):
+                        // On this thread, after the lock is released: no backlog can build up.
+                        here.append(make(batch))
+                    case let .batched(make, _, queue?):
                         let backlog = c.backlog, limit = s.batchBacklogLimit
                         let admitted = backlog.withLock { pending -> Bool in
                             guard pending + count <= limit else { return false }
@@ -350,6 +358,7 @@ final class StreamHub: Sendable {
             }
         }
         Self.dispatch(jobs)
+        for job in here { job() }
     }
 
     /// Sensors of a capture failed: they stop and their consumers hear why; the others go on.
@@ -378,7 +387,7 @@ final class StreamHub: Sendable {
                 for c in sensor.consumers.values {
                     switch c.delivery {
                     case let .coalesced(h, q): jobs.append((q, { h(nil, error) }))
-                    case let .batched(_, h, q): jobs.append((q, { h(error) }))
+                    case let .batched(_, h, q): jobs.append((q ?? handlerQueue(k), { h(error) }))
                     case .pull: break
                     }
                 }
@@ -391,6 +400,20 @@ final class StreamHub: Sendable {
 }
 
 extension StreamHub {
+    /// Whether the calling thread is a capture thread (running a handler delivered there).
+    static var onCaptureThread: Bool { iioshim_is_capture_thread() != 0 }
+
+    /// Runs `work` on ``control`` and returns its result; on a capture thread, queues it and
+    /// returns nil instead, because waiting there could deadlock: ``control`` may be joining
+    /// that very thread.
+    func onControl<T: Sendable>(_ work: @escaping @Sendable () -> T) -> T? {
+        if Self.onCaptureThread {
+            control.async { _ = work() }
+            return nil
+        }
+        return control.sync(execute: work)
+    }
+
     /// Runs the jobs on their queues, one `async` per queue (in order), so that a batch feeding
     /// two handlers on one queue wakes that queue's thread once, not twice.
     static func dispatch(_ jobs: [(DispatchQueue, @Sendable () -> Void)]) {
