@@ -234,7 +234,10 @@ struct ScanDecoderTests {
         }
     }
 
-    @Test("A reused batch is overwritten in place, or copied while a consumer still holds it")
+    /// Where an array's elements are (to tell storage reused in place from a new array).
+    private func storage<T>(_ a: [T]) -> UnsafeRawPointer? { a.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) } }
+
+    @Test("A reused batch is overwritten in place when nobody holds it, else replaced by new arrays: a held batch never changes")
     func reuse() {
         var rng = SplitMix64(seed: 0x5EED)
         let (d, step) = decoder(Self.layouts[0], units: .coreMotion, kinds: [.gyroscope, .accelerometer], clockOffset: 0)
@@ -242,21 +245,126 @@ struct ScanDecoderTests {
         let one = randomScans(scans, size: step, rng: &rng), two = randomScans(scans, size: step, rng: &rng)
         let times = UnsafeMutablePointer<Double>.allocate(capacity: scans)
         defer { times.deallocate() }
-        let fresh1 = one.withUnsafeBytes { d.batch($0.baseAddress!, step: step, scans: scans, everySample: true, readTime: 1, period: 0, times: times) }
-        let fresh2 = two.withUnsafeBytes { d.batch($0.baseAddress!, step: step, scans: scans, everySample: true, readTime: 2, period: 0, times: times) }
+        func batch(_ bytes: [UInt8], scans: Int = scans, reusing spare: inout CaptureBatch) -> CaptureBatch {
+            bytes.withUnsafeBytes {
+                d.batch($0.baseAddress!, step: step, scans: scans, everySample: true, readTime: 1, period: 0.01, times: times, reusing: &spare)
+            }
+        }
+        var none = CaptureBatch()
+        let fresh1 = batch(one, reusing: &none)
+        none = CaptureBatch()
+        let fresh2 = batch(two, reusing: &none)
+
+        // Held by a consumer: the next batch gets new arrays, and the held one keeps its samples.
         var spare = CaptureBatch()
-        let held = one.withUnsafeBytes {
-            d.batch($0.baseAddress!, step: step, scans: scans, everySample: true, readTime: 1, period: 0, times: times, reusing: &spare)
-        }
-        let second = two.withUnsafeBytes {
-            d.batch($0.baseAddress!, step: step, scans: scans, everySample: true, readTime: 2, period: 0, times: times, reusing: &spare)
-        }
-        #expect(held.accelerometer == fresh1.accelerometer && held.gyroscope == fresh1.gyroscope)  // a consumer's batch never changes
+        let held = batch(one, reusing: &spare)
+        let second = batch(two, reusing: &spare)
+        #expect(held.accelerometer == fresh1.accelerometer && held.gyroscope == fresh1.gyroscope)
         #expect(second.accelerometer == fresh2.accelerometer && second.gyroscope == fresh2.gyroscope)
-        let third = one.withUnsafeBytes {  // nobody holds `second`'s arrays but `spare` now... and `second` itself
-            d.batch($0.baseAddress!, step: step, scans: scans, everySample: true, readTime: 1, period: 0, times: times, reusing: &spare)
-        }
+        #expect(storage(second.accelerometer) != storage(held.accelerometer) && storage(second.gyroscope) != storage(held.gyroscope))
+        let third = batch(one, reusing: &spare)  // `second` is still held (by this test)
         #expect(third.accelerometer == fresh1.accelerometer && second.accelerometer == fresh2.accelerometer)
+        #expect(storage(third.accelerometer) != storage(second.accelerometer))
+
+        // Held by nobody but `spare`: overwritten in place (also with somewhat fewer scans), and
+        // replaced by an array of the right size when refills become much smaller.
+        var mine = CaptureBatch()
+        let first = batch(one, reusing: &mine)
+        let places = (storage(first.accelerometer), storage(first.gyroscope))
+        _ = consume first
+        let again = batch(two, reusing: &mine)
+        #expect(again.accelerometer == fresh2.accelerometer && again.gyroscope == fresh2.gyroscope)
+        #expect(storage(again.accelerometer) == places.0 && storage(again.gyroscope) == places.1)
+        _ = consume again
+        let fewer = batch(one, scans: 200, reusing: &mine)
+        #expect(fewer.accelerometer == Array(fresh1.accelerometer.prefix(200)) && fewer.gyroscope.count == 200)
+        #expect(storage(fewer.accelerometer) == places.0)
+        _ = consume fewer
+        let few = batch(one, scans: 100, reusing: &mine)
+        #expect(few.accelerometer == Array(fresh1.accelerometer.prefix(100)) && few.accelerometer.capacity < 200)
+    }
+
+    /// The bits of every sample (`==` would take −0 for +0).
+    private func bits<T: DecodedSample>(_ samples: [T], _ values: (T) -> (Double, Double, Double, Double)) -> [UInt64] {
+        samples.flatMap { s in
+            let v = values(s)
+            return [v.0.bitPattern, v.1.bitPattern, v.2.bitPattern, v.3.bitPattern]
+        }
+    }
+
+    @Test("One pass over the scans gives the general path's bits: every set of sensors it takes, specialised reader and units")
+    func onePassMatchesGeneralPath() throws {
+        var rng = SplitMix64(seed: 0x0E9A55)
+        let kindSets: [[SensorKind]] = [[.accelerometer], [.gyroscope], [.magnetometer], [.gyroscope, .accelerometer],
+                                        [.magnetometer, .gyroscope, .accelerometer]]
+        for axis in [format(false, true, 16, 16), format(false, true, 32, 32), format(true, true, 16, 16)] {
+            for kinds in kindSets {
+                for units in [MotionUnits.coreMotion, .si] {
+                    let l = Layout(name: "one pass", axis: axis, axisBytes: axis.storageBits / 8, timestamp: format(false, true, 64, 64),
+                                   scale: (0.000598, 0.0011, 0.0383), offset: (0, -0.0, 0), m: Self.rotated)
+                    let (d, step) = decoder(l, units: units, kinds: kinds, clockOffset: Int64.random(in: -1_000_000...1_000_000, using: &rng))
+                    let scans = 257
+                    let bytes = randomScans(scans, size: step, rng: &rng)
+                    try bytes.withUnsafeBytes { raw in
+                        let start = raw.baseAddress!
+                        var spare = CaptureBatch()
+                        try #require(d.onePass(start, step: step, count: scans, into: &spare), "\(axis) \(kinds) \(units): the layout qualifies")
+                        // The general path, by hand: the timestamps, then each sensor over every scan.
+                        let times = UnsafeMutablePointer<Double>.allocate(capacity: scans)
+                        defer { times.deallocate() }
+                        d.timestamps(start, step: step, count: scans, dating: (0, 0, scans - 1), into: times)
+                        for (i, s) in d.folded.enumerated() {
+                            func general<T: DecodedSample>(_: T.Type) -> [T] {
+                                [T](unsafeUninitializedCapacity: scans) { out, n in
+                                    d.fill(i, start, step: step, count: scans, times: times, into: out.baseAddress!)
+                                    n = scans
+                                }
+                            }
+                            let same = switch s.kind {
+                            case .accelerometer:
+                                bits(spare.accelerometer) { ($0.timestamp, $0.acceleration.x, $0.acceleration.y, $0.acceleration.z) }
+                                    == bits(general(AccelerometerData.self)) { ($0.timestamp, $0.acceleration.x, $0.acceleration.y, $0.acceleration.z) }
+                            case .gyroscope:
+                                bits(spare.gyroscope) { ($0.timestamp, $0.rotationRate.x, $0.rotationRate.y, $0.rotationRate.z) }
+                                    == bits(general(GyroData.self)) { ($0.timestamp, $0.rotationRate.x, $0.rotationRate.y, $0.rotationRate.z) }
+                            case .magnetometer:
+                                bits(spare.magnetometer) { ($0.timestamp, $0.magneticField.x, $0.magneticField.y, $0.magneticField.z) }
+                                    == bits(general(MagnetometerData.self)) { ($0.timestamp, $0.magneticField.x, $0.magneticField.y, $0.magneticField.z) }
+                            }
+                            #expect(same, "\(axis) \(kinds) \(units): \(s.kind)")
+                        }
+                        #expect(spare.accelerometer.count == (kinds.contains(.accelerometer) ? scans : 0))
+                        #expect(spare.gyroscope.count == (kinds.contains(.gyroscope) ? scans : 0))
+                        #expect(spare.magnetometer.count == (kinds.contains(.magnetometer) ? scans : 0))
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("Layouts one pass does not take are left to the general path")
+    func onePassDeclines() {
+        let bytes = [UInt8](repeating: 0, count: 64)
+        func declines(_ l: Layout, _ kinds: [SensorKind] = [.gyroscope, .accelerometer]) -> Bool {
+            let (d, step) = decoder(l, units: .si, kinds: kinds, clockOffset: 0)
+            var spare = CaptureBatch()
+            return bytes.withUnsafeBytes { !d.onePass($0.baseAddress!, step: step, count: 1, into: &spare) }
+                && spare.accelerometer.isEmpty && spare.gyroscope.isEmpty && spare.magnetometer.isEmpty
+        }
+        #expect(declines(Self.layouts[1]))  // offsets
+        #expect(declines(Self.layouts[3]))  // le:s12/16>>4: the general reader, and no timestamp
+        #expect(declines(Self.layouts[4]))  // be:s64 timestamp
+        #expect(declines(Self.layouts[5]))  // two forms within a sensor
+        var skewed = Self.layouts[0]
+        skewed.m = Self.skewed
+        #expect(declines(skewed))  // no lone mapping
+        var untimed = Self.layouts[0]
+        untimed.timestamp = nil
+        #expect(declines(untimed))
+        #expect(declines(Self.layouts[0], [.accelerometer, .accelerometer]))  // two of a kind
+        #expect(declines(Self.layouts[0], [.accelerometer, .magnetometer]) && declines(Self.layouts[0], [.magnetometer, .gyroscope]))
+        #expect(declines(Self.layouts[0], []))
+        #expect(!declines(Self.layouts[0]) && !declines(Self.layouts[2]))
     }
 
     @Test("A zero reads +0, never −0 (as Core Motion's `0 − v` did)")

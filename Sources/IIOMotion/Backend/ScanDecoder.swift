@@ -5,11 +5,13 @@
 /// - ``decode(_:fallbackTime:into:)``: one scan, every sensor, in the kernel's SI units, element by
 ///   element through the general reader (``Element/value(_:)``). The reference.
 /// - ``batch(_:step:scans:everySample:readTime:period:times:)``: what the capture thread runs on
-///   each refill. One sensor at a time over every scan, straight into the public sample type
-///   (``AccelerometerData`` …), with scale, mount matrix and unit factor folded into one 3×3
-///   matrix per sensor (``Folded``), and the element reader chosen once per refill: specialised
-///   for `le:s16/16`, `le:s32/32`, `be:s16/16` (and `le:s64/64` timestamps), the general
-///   reader for every other format.
+///   each refill. Straight into the public sample type (``AccelerometerData`` …), with scale,
+///   mount matrix and unit factor folded into one 3×3 matrix per sensor (``Folded``), and the
+///   element reader chosen once per refill: specialised for `le:s16/16`, `le:s32/32`,
+///   `be:s16/16` (and `le:s64/64` timestamps), the general reader for every other format. The
+///   common layouts take one pass over the scans for every sensor and the timestamp
+///   (``onePass(_:step:count:into:)``); the others a pass for the timestamps, then one
+///   per sensor.
 ///
 /// The two agree on every raw value bit for bit; converted values agree bit for bit where the
 /// folded factors are exact (SI, rad/s, mount matrices of 0 and ±1), else within a few units in
@@ -206,35 +208,42 @@ struct ScanDecoder {
     ///   `readTime − (scans − 1 − i) · period`.
     ///   - times: scratch room for `scans` timestamps (`everySample`) or one.
     ///   - spare: the arrays of the previous batch, overwritten in place when no consumer holds
-    ///     them any more (no allocation), else copied on write: an allocation per refill at most.
+    ///     them any more (no allocation), else left to their holders and replaced by new arrays
+    ///     (nothing copied): an allocation per refill and sensor at most.
     func batch(_ start: UnsafeRawPointer, step: Int, scans: Int, everySample: Bool,
                readTime: Double, period: Double, times: UnsafeMutablePointer<Double>,
                reusing spare: inout CaptureBatch) -> CaptureBatch {
         var batch = CaptureBatch()
         guard scans > 0 else { return batch }
-        let first = everySample ? 0 : scans - 1
-        let count = scans - first
-        let from = start + first * step
-        timestamps(from, step: step, count: count, dating: (readTime, period, count - 1), into: times)
-        for i in folded.indices {
-            let kind = folded[i].kind
-            guard everySample else {
+        guard everySample else {
+            let newest = start + (scans - 1) * step
+            timestamps(newest, step: step, count: 1, dating: (readTime, period, 0), into: times)
+            for i in folded.indices {
                 var one = PlainSample()
-                fill(i, from, step: step, count: 1, times: times, into: &one)
-                batch.record(CapturedSample(kind: kind, x: one.x, y: one.y, z: one.z, timestamp: one.timestamp), count: scans)
-                continue
+                fill(i, newest, step: step, count: 1, times: times, into: &one)
+                batch.record(CapturedSample(kind: folded[i].kind, x: one.x, y: one.y, z: one.z, timestamp: one.timestamp), count: scans)
             }
-            switch kind {
+            return batch
+        }
+        if !onePass(start, step: step, count: scans, into: &spare) {
+            timestamps(start, step: step, count: scans, dating: (readTime, period, scans - 1), into: times)
+            for i in folded.indices {
+                switch folded[i].kind {
+                case .accelerometer: Self.refill(&spare.accelerometer, count: scans) { fill(i, start, step: step, count: scans, times: times, into: $0) }
+                case .gyroscope: Self.refill(&spare.gyroscope, count: scans) { fill(i, start, step: step, count: scans, times: times, into: $0) }
+                case .magnetometer: Self.refill(&spare.magnetometer, count: scans) { fill(i, start, step: step, count: scans, times: times, into: $0) }
+                }
+            }
+        }
+        for s in folded {
+            switch s.kind {
             case .accelerometer:
-                refill(&spare.accelerometer, i, from, step: step, count: count, times: times)
                 batch.accelerometer = spare.accelerometer
                 batch.record(batch.accelerometer.last.map(CapturedSample.init), count: scans)
             case .gyroscope:
-                refill(&spare.gyroscope, i, from, step: step, count: count, times: times)
                 batch.gyroscope = spare.gyroscope
                 batch.record(batch.gyroscope.last.map(CapturedSample.init), count: scans)
             case .magnetometer:
-                refill(&spare.magnetometer, i, from, step: step, count: count, times: times)
                 batch.magnetometer = spare.magnetometer
                 batch.record(batch.magnetometer.last.map(CapturedSample.init), count: scans)
             }
@@ -250,20 +259,26 @@ struct ScanDecoder {
                      times: times, reusing: &spare)
     }
 
-    /// Sensor `index` of `count` scans into `samples`: in place when it already holds `count`
-    /// samples (Swift copies it first if a consumer still holds it), else as a new array.
+    /// Makes `samples` the `count` samples `body` initialises at the pointer it is given: in
+    /// `samples`' own storage when nobody else holds it, else in a new array, never copying the
+    /// old samples (Swift's copy on write would, only for `body` to overwrite them all).
     ///
-    /// Reusing matters: a new 128 KB array per refill and sensor is freed on the handler's thread,
-    /// and glibc gives such memory back to the kernel and faults it in again, page by page.
-    func refill<T: DecodedSample>(_ samples: inout [T], _ index: Int, _ start: UnsafeRawPointer, step: Int, count: Int,
-                                  times: UnsafePointer<Double>) {
-        if samples.count == count {
-            samples.withUnsafeMutableBufferPointer { out in
-                fill(index, start, step: step, count: count, times: times, into: out.baseAddress!)
-            }
+    /// `removeAll(keepingCapacity:)` is what tells the two apart: it empties a uniquely held
+    /// array in place and gives a shared one a new, empty buffer of the same capacity, leaving
+    /// the holders theirs. Reusing matters: a new 128 KB array per refill and sensor is freed on
+    /// the handler's thread, and glibc gives such memory back to the kernel and faults it in
+    /// again, page by page.
+    @inline(__always)
+    static func refill<T>(_ samples: inout [T], count: Int, _ body: (UnsafeMutablePointer<T>) -> Void) {
+        if samples.capacity < count || samples.capacity > 2 * count {
+            samples = []  // too small, or far bigger than refills are now: sized afresh below
         } else {
-            samples = [T](unsafeUninitializedCapacity: count) { out, initialized in
-                fill(index, start, step: step, count: count, times: times, into: out.baseAddress!)
+            samples.removeAll(keepingCapacity: true)
+        }
+        samples.append(addingCapacity: count) { span in
+            span.withUnsafeMutableBufferPointer { room, initialized in
+                guard let base = room.baseAddress else { return }  // count == 0
+                body(base)
                 initialized = count
             }
         }
@@ -317,8 +332,8 @@ struct ScanDecoder {
     /// The hot loop when each output reads one axis: three reads, adds and products, one store.
     @inline(__always)
     private static func fill<R: ElementReader, T: DecodedSample>(
-        _: R.Type, _ lone: (axes: (Element, Element, Element), offset: (Double, Double, Double), factor: (Double, Double, Double)),
-        _ start: UnsafeRawPointer, step: Int, count: Int, times: UnsafePointer<Double>, into out: UnsafeMutablePointer<T>
+        _: R.Type, _ lone: Lone, _ start: UnsafeRawPointer, step: Int, count: Int, times: UnsafePointer<Double>,
+        into out: UnsafeMutablePointer<T>
     ) {
         let rx = R(lone.axes.0), ry = R(lone.axes.1), rz = R(lone.axes.2)
         let o = lone.offset
@@ -352,6 +367,157 @@ struct ScanDecoder {
                                        z: f.6 * x + f.7 * y + f.8 * z + 0))
             scan += step
         }
+    }
+
+    // MARK: One pass for every sensor
+
+    /// A sensor's ``Folded/lone`` mapping.
+    typealias Lone = (axes: (Element, Element, Element), offset: (Double, Double, Double), factor: (Double, Double, Double))
+
+    /// Decodes every sensor of `count` scans from `start` into `spare`'s arrays, and dates them,
+    /// in a single pass over the scans: each scan read once, its timestamp converted once, no
+    /// scratch array of timestamps written and read back. For the layouts nearly every device
+    /// has: one sensor, or an accelerometer and a gyroscope (and a magnetometer), each with a
+    /// ``Folded/lone`` mapping and no offset, all axes of one specialised form, and a `le:s64`
+    /// timestamp. Returns false, having done nothing, for any other layout (the general path
+    /// then runs).
+    ///
+    /// The arithmetic of ``fill(_:_:step:count:times:into:)`` and ``timestamps(_:step:count:dating:into:)``,
+    /// so the same bits: ``Lane`` leaves out only the add of a zero offset, which changes no
+    /// value (`Double(raw)` is never −0, and `+0 + −0` is `+0`).
+    func onePass(_ start: UnsafeRawPointer, step: Int, count: Int, into spare: inout CaptureBatch) -> Bool {
+        guard let timestamp, timestamp.form == .le64 else { return false }
+        var form: Element.Form?
+        var lanes: (a: Lone?, g: Lone?, m: Lone?) = (nil, nil, nil)
+        for s in folded {
+            guard let lone = s.lone, lone.offset == (0, 0, 0), s.form != .general, form == nil || form == s.form else { return false }
+            form = s.form
+            switch s.kind {
+            case .accelerometer where lanes.a == nil: lanes.a = lone
+            case .gyroscope where lanes.g == nil: lanes.g = lone
+            case .magnetometer where lanes.m == nil: lanes.m = lone
+            default: return false  // two sensors of one kind: the general path (the later one's array wins)
+            }
+        }
+        let time = KernelTime(reader: LE64Reader(timestamp), clockOffset: clockOffset)
+        switch form {
+        case .le16: return Self.onePass(LE16Reader.self, time, lanes, start, step: step, count: count, into: &spare)
+        case .le32: return Self.onePass(LE32Reader.self, time, lanes, start, step: step, count: count, into: &spare)
+        case .be16: return Self.onePass(BE16Reader.self, time, lanes, start, step: step, count: count, into: &spare)
+        case .le64, .general, nil: return false
+        }
+    }
+
+    /// ``onePass(_:step:count:into:)`` for one reader: a loop per set of sensors, each writing
+    /// straight into its arrays.
+    private static func onePass<R: ElementReader>(
+        _: R.Type, _ time: KernelTime, _ lones: (a: Lone?, g: Lone?, m: Lone?), _ start: UnsafeRawPointer, step: Int,
+        count: Int, into spare: inout CaptureBatch
+    ) -> Bool {
+        let lanes = (a: lones.a.map { Lane<R>($0) }, g: lones.g.map { Lane<R>($0) }, m: lones.m.map { Lane<R>($0) })
+        switch lanes {
+        case let (la?, nil, nil):
+            refill(&spare.accelerometer, count: count) { pass(la, time, start, step: step, count: count, into: $0) }
+        case let (nil, lg?, nil):
+            refill(&spare.gyroscope, count: count) { pass(lg, time, start, step: step, count: count, into: $0) }
+        case let (nil, nil, lm?):
+            refill(&spare.magnetometer, count: count) { pass(lm, time, start, step: step, count: count, into: $0) }
+        case let (la?, lg?, lm):
+            // Out of `spare` while they are refilled, so that each closure below holds one array
+            // (and `refill` finds it uniquely held when no consumer holds it).
+            var a: [AccelerometerData] = [], g: [GyroData] = [], m: [MagnetometerData] = []
+            swap(&a, &spare.accelerometer)
+            swap(&g, &spare.gyroscope)
+            swap(&m, &spare.magnetometer)
+            defer {
+                swap(&a, &spare.accelerometer)
+                swap(&g, &spare.gyroscope)
+                swap(&m, &spare.magnetometer)
+            }
+            refill(&a, count: count) { pa in
+                refill(&g, count: count) { pg in
+                    if let lm {
+                        refill(&m, count: count) { pass(la, lg, lm, time, start, step: step, count: count, into: pa, pg, $0) }
+                    } else {
+                        pass(la, lg, time, start, step: step, count: count, into: pa, pg)
+                    }
+                }
+            }
+        default:
+            return false  // no sensor, or a magnetometer with only one of the others
+        }
+        return true
+    }
+
+    /// One sensor's samples of `count` scans.
+    @inline(__always)
+    private static func pass<R, T: DecodedSample>(_ a: Lane<R>, _ time: KernelTime, _ start: UnsafeRawPointer, step: Int,
+                                                  count: Int, into pa: UnsafeMutablePointer<T>) {
+        var scan = start
+        for i in 0..<count {
+            (pa + i).initialize(to: a.sample(scan, time: time.seconds(scan)))
+            scan += step
+        }
+    }
+
+    /// Two sensors' samples of `count` scans.
+    @inline(__always)
+    private static func pass<R, T: DecodedSample, U: DecodedSample>(
+        _ a: Lane<R>, _ b: Lane<R>, _ time: KernelTime, _ start: UnsafeRawPointer, step: Int, count: Int,
+        into pa: UnsafeMutablePointer<T>, _ pb: UnsafeMutablePointer<U>
+    ) {
+        var scan = start
+        for i in 0..<count {
+            let t = time.seconds(scan)
+            (pa + i).initialize(to: a.sample(scan, time: t))
+            (pb + i).initialize(to: b.sample(scan, time: t))
+            scan += step
+        }
+    }
+
+    /// Three sensors' samples of `count` scans.
+    @inline(__always)
+    private static func pass<R, T: DecodedSample, U: DecodedSample, V: DecodedSample>(
+        _ a: Lane<R>, _ b: Lane<R>, _ c: Lane<R>, _ time: KernelTime, _ start: UnsafeRawPointer, step: Int, count: Int,
+        into pa: UnsafeMutablePointer<T>, _ pb: UnsafeMutablePointer<U>, _ pc: UnsafeMutablePointer<V>
+    ) {
+        var scan = start
+        for i in 0..<count {
+            let t = time.seconds(scan)
+            (pa + i).initialize(to: a.sample(scan, time: t))
+            (pb + i).initialize(to: b.sample(scan, time: t))
+            (pc + i).initialize(to: c.sample(scan, time: t))
+            scan += step
+        }
+    }
+}
+
+/// A ``ScanDecoder/Lone`` mapping without offsets, with its readers: output `i` is
+/// `factor.i · raw(axes.i) + 0` (the `+ 0` turns `−0` into `0`).
+struct Lane<R: ElementReader> {
+    let x: R, y: R, z: R
+    let factor: (Double, Double, Double)
+
+    init(_ lone: ScanDecoder.Lone) {
+        (x, y, z) = (R(lone.axes.0), R(lone.axes.1), R(lone.axes.2))
+        factor = lone.factor
+    }
+
+    @inline(__always)
+    func sample<T: DecodedSample>(_ scan: UnsafeRawPointer, time: Double) -> T {
+        T(timestamp: time,
+          x: factor.0 * Double(x.value(scan)) + 0,
+          y: factor.1 * Double(y.value(scan)) + 0,
+          z: factor.2 * Double(z.value(scan)) + 0)
+    }
+}
+
+/// A scan's `le:s64` timestamp in seconds on `CLOCK_MONOTONIC`, as ``ScanDecoder/timestamps(_:step:count:dating:into:)`` has it.
+struct KernelTime {
+    let reader: LE64Reader
+    let clockOffset: Int64
+    @inline(__always) func seconds(_ scan: UnsafeRawPointer) -> Double {
+        Double(reader.value(scan) &- clockOffset) * 1e-9
     }
 }
 
