@@ -113,7 +113,7 @@ extension MotionManager {
     /// - Parameter frame: the attitude reference frame (see ``availableAttitudeReferenceFrames()``).
     /// - Throws: ``MotionError`` when a sensor it needs is missing or cannot be started.
     public func startDeviceMotionUpdates(using frame: AttitudeReferenceFrame = .xArbitraryZVertical) throws(MotionError) {
-        if let e = startDeviceMotion(frame, handler: nil, queue: hub.motionHandlerQueue) { throw e }
+        if case .failure(let e) = startDeviceMotion(frame, handler: nil, queue: hub.motionHandlerQueue) { throw e }
     }
 
     /// Starts device motion updates delivered to a handler, at most once per
@@ -127,7 +127,7 @@ extension MotionManager {
                                          to queue: DispatchQueue? = nil,
                                          withHandler handler: @escaping @Sendable (DeviceMotion?, MotionError?) -> Void) {
         let q = queue ?? hub.motionHandlerQueue
-        if let e = startDeviceMotion(frame, handler: handler, queue: q) { q.async { handler(nil, e) } }
+        if case .failure(let e) = startDeviceMotion(frame, handler: handler, queue: q) { q.async { handler(nil, e) } }
     }
 
     /// Device motion updates as an async sequence (newest estimate, at most once per interval).
@@ -137,13 +137,14 @@ extension MotionManager {
     public func deviceMotionUpdates(using frame: AttitudeReferenceFrame = .xArbitraryZVertical)
         -> AsyncThrowingStream<DeviceMotion, any Error> {
         let (stream, continuation) = AsyncThrowingStream<DeviceMotion, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let error = startDeviceMotion(frame, handler: { m, e in
+        switch startDeviceMotion(frame, handler: { m, e in
             if let m { continuation.yield(m) } else { continuation.finish(throwing: e) }
-        }, queue: hub.motionHandlerQueue)
-        if let error {
+        }, queue: hub.motionHandlerQueue) {
+        case .failure(let error):
             continuation.finish(throwing: error)
-        } else {
-            let generation = motionEngine.state.withLock { $0.generation }
+        case .success(let generation):
+            // This run's generation, returned by the start: ending the stream must not stop a
+            // run started since by someone else.
             continuation.onTermination = { [weak self] _ in self?.stopDeviceMotion(generation: generation) }
         }
         return stream
@@ -174,13 +175,13 @@ extension MotionManager {
     }
 
     /// Registers device motion's consumers on every sensor it uses, then starts the captures in one
-    /// reconfiguration. Returns the error that kept it from starting.
+    /// reconfiguration. Returns the run's generation, or the error that kept it from starting.
     private func startDeviceMotion(_ frame: AttitudeReferenceFrame,
                                    handler: (@Sendable (DeviceMotion?, MotionError?) -> Void)?,
-                                   queue: DispatchQueue) -> MotionError? {
+                                   queue: DispatchQueue) -> Result<Int, MotionError> {
         let kinds: [SensorKind]
         switch deviceMotionSensors(frame) {
-        case .failure(let e): return e
+        case .failure(let e): return .failure(e)
         case .success(let k): kinds = k
         }
         stopDeviceMotion(generation: nil)
@@ -216,9 +217,9 @@ extension MotionManager {
         let failures = hub.onControl { [hub, uri] in hub.reconcile(plans: plans, uri: uri) } ?? [:]
         if let failure = kinds.lazy.compactMap({ failures[$0] }).first {
             stopDeviceMotion(generation: generation)
-            return failure
+            return .failure(failure)
         }
-        return nil
+        return .success(generation)
     }
 
     /// A sensor device motion uses failed: the handler hears it once, and device motion stops.

@@ -27,6 +27,9 @@ struct CaptureSettings: Sendable {
     var interval: Double
     /// Whether some consumer wants every sample (batched delivery), rather than only the newest.
     var everySample: Bool
+    /// Whether some batched consumer runs on a queue (batches then outlive the refill that made
+    /// them), rather than all on the capture thread.
+    var handsOff = true
     /// Whether some consumer wants the newest sample promptly (a push handler or pull reads): the
     /// refills then follow ``interval`` even when another consumer wants every sample.
     var timely = false
@@ -367,7 +370,13 @@ final class DeviceCapture: Sendable {
         let buffer = prepared.buffer
         let everySample = settings.everySample
         var times = UnsafeMutableBufferPointer<Double>.allocate(capacity: everySample ? max(1, prepared.status.samplesPerWakeup) : 1)
-        var spare = CaptureBatch()  // the last batch's arrays, reused once its consumers are done
+        // The arrays of the last few batches, each reused once its consumers are done with it. A
+        // handler on a queue is usually still reading the previous batch when the next refill is
+        // decoded, rarely the one before: three spares in turn then avoid allocating (and
+        // faulting in) fresh arrays on every refill. Handlers on this thread are done with a
+        // batch before the next refill: one spare, the smallest cache footprint.
+        var spares = [CaptureBatch](repeating: CaptureBatch(), count: everySample && settings.handsOff ? 3 : 1)
+        var next = 0
         defer {
             times.deallocate()
             state.withLock { $0.buffer = nil }
@@ -382,8 +391,10 @@ final class DeviceCapture: Sendable {
                     times.deallocate()
                     times = .allocate(capacity: scans)
                 }
-                deliver(decoder.batch(start, step: step, scans: scans, everySample: everySample,
-                                      readTime: readTime, period: prepared.period, times: times.baseAddress!, reusing: &spare))
+                let batch = decoder.batch(start, step: step, scans: scans, everySample: everySample, readTime: readTime,
+                                          period: prepared.period, times: times.baseAddress!, reusing: &spares[next])
+                next = (next + 1) % spares.count
+                deliver(batch)
             case .failure(let e):
                 if isStopping { return }
                 fail(settings.plans.map(\.info.kind), refillError(e, timeout: prepared.status.timeout), true)

@@ -135,6 +135,7 @@ final class StreamHub: Sendable {
         var kinds: [SensorKind]
         var interval: Double
         var everySample = false
+        var handsOff = false
         var timely = false
         var rate: Double?
         var timeout: Double?
@@ -234,6 +235,9 @@ final class StreamHub: Sendable {
                 if sensor.consumers.values.contains(where: { if case .batched = $0.delivery { true } else { false } }) {
                     entry.0.everySample = true
                 }
+                if sensor.consumers.values.contains(where: { if case .batched(_, _, _?) = $0.delivery { true } else { false } }) {
+                    entry.0.handsOff = true
+                }
                 if sensor.consumers.values.contains(where: { if case .batched = $0.delivery { false } else { true } }) {
                     entry.0.timely = true
                 }
@@ -258,7 +262,7 @@ final class StreamHub: Sendable {
         for (id, (key, devicePlans)) in wanted.sorted(by: { $0.key < $1.key }) {
             if state.withLock({ $0.captures[id] != nil }) { continue }
             let settings = CaptureSettings(uri: uri, plans: devicePlans, units: units, interval: key.interval, everySample: key.everySample,
-                                           timely: key.timely, requestedRate: key.rate,
+                                           handsOff: key.handsOff, timely: key.timely, requestedRate: key.rate,
                                            timeout: key.timeout, preference: key.preference)
             let serial = state.withLock { s -> Int in
                 s.nextCaptureSerial += 1
