@@ -2,12 +2,14 @@ public import Dispatch
 import Locking
 
 /// Device motion's running state: the fusion filter, fed with every accelerometer, gyroscope and
-/// magnetometer sample on its own serial queue, and what it last produced.
+/// magnetometer sample, and what it last produced.
+///
+/// Batches are fused on the capture threads themselves, as they are read (a few microseconds per
+/// refill): no queue to wake per refill. Sensors on two devices (LSM6DSx) have two capture threads,
+/// which take turns on ``fusion``'s lock; the filter's aligner orders their samples by timestamp.
 final class DeviceMotionEngine: Sendable {
-    /// Where batches are fused, in the order the captures delivered them.
-    let queue = DispatchQueue(label: "IIOMotion.deviceMotion")
     let state = Locked(EngineState())
-    /// Touched only on ``queue`` (the lock is never contended; it makes the sharing checkable).
+    /// The filter: locked while a batch is fused, and while it is replaced or dropped.
     let fusion = Locked<DeviceMotionFusion?>(nil)
 
     struct EngineState: Sendable {
@@ -35,7 +37,7 @@ final class DeviceMotionEngine: Sendable {
         case magnetometer([MagnetometerData])
     }
 
-    /// Fuses a batch (on ``queue``): updates ``EngineState/latest`` and calls the handler with the
+    /// Fuses a batch (on a capture thread): updates ``EngineState/latest`` and calls the handler with the
     /// newest estimate when one is due (at most once per interval of sample time).
     func feed(_ feed: Feed, generation: Int) {
         // A batch read before a restart belongs to the previous run's filter, which is gone.
@@ -192,7 +194,7 @@ extension MotionManager {
             return (s.generation, s.interval)
         }
         let fusion = DeviceMotionFusion(referenceFrame: frame, units: units)
-        engine.queue.sync { engine.fusion.withLock { $0 = fusion } }
+        engine.fusion.withLock { $0 = fusion }
         // The filter wants a steady 100 Hz or more, whatever the handler's interval.
         let rate = max(100, interval > 0 ? 1 / interval : 100)
         var consumers: [SensorKind: Int] = [:]
@@ -206,7 +208,7 @@ extension MotionManager {
                 return { engine.feed(feed, generation: generation) }
             }, fail: { [weak self] error in
                 self?.deviceMotionFailed(error, generation: generation)
-            }, queue: engine.queue)
+            }, queue: nil)  // fused on the capture thread
             consumers[kind] = hub.add(kind, delivery, owner: .deviceMotion, minimumRate: rate)
         }
         engine.state.withLock { s in
@@ -246,7 +248,7 @@ extension MotionManager {
         }
         guard let run else { return }
         stop(Array(run.consumers.keys), owner: .deviceMotion)
-        engine.queue.sync { engine.fusion.withLock { $0 = nil } }
+        engine.fusion.withLock { $0 = nil }
         engine.state.withLock { s in if s.running == nil { s.latest = nil } }
     }
 }
