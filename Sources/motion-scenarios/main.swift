@@ -245,6 +245,7 @@ case "capture-thread":
     struct Seen: Sendable {
         var accel: [Double] = [], gyro = 0, gyroAfterStop = 0, accelAfterStop = 0
         var threads: Set<String> = [], stopped = false, stopSeconds = -1.0
+        var restartWanted = false, restartSeconds = -1.0
     }
     let seen = Locked(Seen())
     let stoppedSignal = DispatchSemaphore(value: 0)
@@ -265,18 +266,34 @@ case "capture-thread":
         seen.withLock { $0.stopped = true; $0.stopSeconds = now() - t }
         stoppedSignal.signal()
     }
+    let restarted = DispatchSemaphore(value: 0)
     manager.startGyroBatches(on: .captureThread) { batch, _ in
         guard let batch else { return }
         let name = firstLine("/proc/thread-self/comm")
-        seen.withLock { s in
+        let restart = seen.withLock { s -> Bool in
             if s.stopped { s.gyroAfterStop += batch.count } else { s.gyro += batch.count }
             s.threads.insert(name)
+            defer { s.restartWanted = false }
+            return s.restartWanted
         }
+        guard restart else { return }
+        // Starting from a capture-thread handler (this device's capture restarts) must not block.
+        let t = now()
+        do { try manager.startAccelerometerUpdates() } catch { warn("start from the handler: \(error)") }
+        seen.withLock { $0.restartSeconds = now() - t }
+        restarted.signal()
     }
     let rate = manager.samplingFrequency(of: .accelerometer) ?? 0
     let stopped = stoppedSignal.wait(timeout: .now() + seconds + 5) == .success
     usleep(500_000)
     let accelActive = manager.isAccelerometerActive, gyroActive = manager.isGyroActive
+    seen.withLock { $0.restartWanted = true }
+    let restartedInTime = restarted.wait(timeout: .now() + 5) == .success
+    var accelAfterRestart = false
+    for _ in 0..<300 where !accelAfterRestart {
+        accelAfterRestart = manager.accelerometerData != nil
+        usleep(10_000)
+    }
     manager.stopAllUpdates()
     usleep(200_000)
     let after = processCounts()
@@ -286,6 +303,7 @@ case "capture-thread":
           ("nonIncreasing", "\(gaps.filter { $0 <= 0 }.count)"), ("maxGap", "\(gaps.max() ?? -1)"),
           ("gyro", "\(s.gyro)"), ("gyroAfterStop", "\(s.gyroAfterStop)"), ("accelAfterStop", "\(s.accelAfterStop)"),
           ("stopSeconds", "\(s.stopSeconds)"), ("accelActive", "\(accelActive)"), ("gyroActive", "\(gyroActive)"),
+          ("restarted", "\(restartedInTime)"), ("restartSeconds", "\(s.restartSeconds)"), ("accelAfterRestart", "\(accelAfterRestart)"),
           ("threads", "\"\(s.threads.sorted().joined(separator: ","))\""),
           ("captureThreadsBefore", "\(before.captureThreads)"), ("captureThreadsAfter", "\(after.captureThreads)")])
 case "async":

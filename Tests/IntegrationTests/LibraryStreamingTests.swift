@@ -143,7 +143,7 @@ struct LibraryStreamingTests {
         #expect((f["message"] as? String)?.contains(device) == true, "the message names the device: \(r)")
     }
 
-    @Test("batches on the capture thread: every sample, on the device's own thread; a handler stops its own sensor without a hang")
+    @Test("batches on the capture thread: every sample, on the device's own thread; a handler stops and starts sensors without a hang")
     func captureThreadBatches() throws {
         let (f, r) = try scenario("bmi160", ["capture-thread", "2", "800"])
         try #require(r.status == 0, "\(r)")
@@ -157,6 +157,9 @@ struct LibraryStreamingTests {
         #expect(number(f, "accelAfterStop") == 0, "no accelerometer batch after its stop returned: \(f)")
         #expect(number(f, "gyroAfterStop") > 0, "the gyroscope went on (its capture restarted): \(f)")
         #expect(f["accelActive"] as? Bool == false && f["gyroActive"] as? Bool == true, "\(f)")
+        #expect(f["restarted"] as? Bool == true && number(f, "restartSeconds") < 1,
+                "a start from a capture-thread handler returned at once: \(f)")
+        #expect(f["accelAfterRestart"] as? Bool == true, "…and took effect just after: \(f)")
         #expect(number(f, "captureThreadsAfter") == 0, "the thread that stopped itself ended too: \(f)")
     }
 
