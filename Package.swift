@@ -10,10 +10,11 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
-/// The C targets get the same warnings we would want in our own C.
+/// The C targets' settings. Their warnings (-Wall -Wextra) are switched on by pragmas at the top
+/// of each C file: `unsafeFlags` here would keep other packages from depending on IIOMotion by
+/// version ("contains unsafe build flags").
 let cSettings: [CSetting] = [
     .define("_GNU_SOURCE"),
-    .unsafeFlags(["-Wall", "-Wextra", "-Werror=implicit-function-declaration"]),
 ]
 
 /// Release builds of our executables carry the Swift runtime inside (`-static-stdlib`): they start

@@ -1,3 +1,8 @@
+/* The warnings we hold our C to. Set here rather than as unsafeFlags in Package.swift, which
+ * SwiftPM refuses in a package others depend on by version. */
+#pragma clang diagnostic warning "-Wall"
+#pragma clang diagnostic warning "-Wextra"
+#pragma clang diagnostic error "-Wimplicit-function-declaration"
 #include "CIIOShim.h"
 #include "SigpipeGuard.h"
 #include <iio.h>

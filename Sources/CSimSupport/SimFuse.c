@@ -1,3 +1,8 @@
+/* The warnings we hold our C to. Set here rather than as unsafeFlags in Package.swift, which
+ * SwiftPM refuses in a package others depend on by version. */
+#pragma clang diagnostic warning "-Wall"
+#pragma clang diagnostic warning "-Wextra"
+#pragma clang diagnostic error "-Wimplicit-function-declaration"
 /*
  * The simulator's IIO character devices over FUSE (see SimFuse.h for the behaviour). Speaks the raw
  * FUSE protocol of <linux/fuse.h> on /dev/fuse: no libfuse, one serving thread, one mutex.
