@@ -232,14 +232,13 @@ final class StreamHub: Sendable {
                 var entry = byDevice[id] ?? (CaptureKey(kinds: [], interval: .infinity, rate: nil, timeout: s.timeout, preference: s.preference), [])
                 entry.0.kinds.append(kind)
                 entry.0.interval = min(entry.0.interval, sensor.interval)
-                if sensor.consumers.values.contains(where: { if case .batched = $0.delivery { true } else { false } }) {
-                    entry.0.everySample = true
-                }
-                if sensor.consumers.values.contains(where: { if case .batched(_, _, _?) = $0.delivery { true } else { false } }) {
-                    entry.0.handsOff = true
-                }
-                if sensor.consumers.values.contains(where: { if case .batched = $0.delivery { false } else { true } }) {
-                    entry.0.timely = true
+                for c in sensor.consumers.values {
+                    if case .batched(_, _, let queue) = c.delivery {
+                        entry.0.everySample = true  // a batched consumer wants every sample…
+                        if queue != nil { entry.0.handsOff = true }  // …and, on a queue, keeps batches past the refill
+                    } else {
+                        entry.0.timely = true  // a push or pull consumer wants the newest promptly
+                    }
                 }
                 if let r = sensor.requestedRate { entry.0.rate = max(entry.0.rate ?? 0, r) }
                 for r in sensor.consumers.values.compactMap(\.minimumRate) where sensor.requestedRate == nil {
