@@ -8,6 +8,7 @@
 //   motion-scenarios blocking-handler [RATE] [BACKLOG]  handlers that block for a second
 //   motion-scenarios failure SECONDS [capture-thread]  wait for a handler error (e.g. under --unplug)
 //   motion-scenarios capture-thread SECONDS [RATE]  batches on the capture thread; a handler stops its own sensor
+//   motion-scenarios stop-while-starting COUNT      one owner stops a sensor while another starts it
 //   motion-scenarios device-motion-sharing           device motion and the accelerometer's own updates side by side
 import Dispatch
 @preconcurrency import Glibc
@@ -306,6 +307,22 @@ case "capture-thread":
           ("restarted", "\(restartedInTime)"), ("restartSeconds", "\(s.restartSeconds)"), ("accelAfterRestart", "\(accelAfterRestart)"),
           ("threads", "\"\(s.threads.sorted().joined(separator: ","))\""),
           ("captureThreadsBefore", "\(before.captureThreads)"), ("captureThreadsAfter", "\(after.captureThreads)")])
+case "stop-while-starting":
+    // COUNT times: device motion runs; one thread stops it while another starts the gyroscope's
+    // own updates. The gyroscope must end up running (a stop once wiped consumers another
+    // owner added while the capture was being wound down).
+    let cycles = Int(number(1, 50))
+    var lost = 0
+    for _ in 0..<cycles {
+        do { try manager.startDeviceMotionUpdates() } catch { fail("\(error)") }
+        let both = DispatchGroup()
+        DispatchQueue.global().async(group: both) { manager.stopDeviceMotionUpdates() }
+        DispatchQueue.global().async(group: both) { try? manager.startGyroUpdates() }
+        both.wait()
+        if !manager.isGyroActive { lost += 1 }
+        manager.stopAllUpdates()
+    }
+    emit([("cycles", "\(cycles)"), ("lost", "\(lost)")])
 case "async":
     // for try await over both async forms until COUNT updates and COUNT batched samples arrived.
     let count = Int(number(1, 20))

@@ -163,6 +163,15 @@ struct LibraryStreamingTests {
         #expect(number(f, "captureThreadsAfter") == 0, "the thread that stopped itself ended too: \(f)")
     }
 
+    @Test("stopping device motion while the gyroscope's own updates start: the gyroscope ends up running, every time")
+    func stopWhileStarting() throws {
+        let cycles = SimHarness.underThreadSanitizer ? 20 : 50
+        let (f, r) = try scenario("bmi160", ["stop-while-starting", "\(cycles)"])
+        try #require(r.status == 0, "\(r)")
+        #expect(number(f, "cycles") == Double(cycles))
+        #expect(number(f, "lost") == 0, "the stop removed the consumer another owner added meanwhile: \(f)")
+    }
+
     @Test("a device unplugged under a capture-thread handler: the error arrives (on the sensor's queue) within 2 s")
     func unplugCaptureThread() throws {
         let (f, r) = try scenario("bmi160", ["failure", "6", "capture-thread"], sim: ["--unplug", "bmi160@1"])

@@ -191,27 +191,35 @@ final class StreamHub: Sendable {
     /// Runs on ``control``.
     func stop(_ kinds: [SensorKind], owner: Owner = .user, plans: [SensorKind: SensorPlan], uri: String) {
         dispatchPrecondition(condition: .onQueue(control))
-        let exclusive = state.withLock { s -> [SensorKind] in
-            var exclusive: [SensorKind] = []
+        // Per exclusive sensor, the consumers this stop removes once the capture is wound down:
+        // those there now. One another owner adds meanwhile (its start waits for this stop on
+        // ``control``) stays, and its own reconfiguration then restarts the sensor.
+        let exclusive = state.withLock { s -> [SensorKind: [Int]] in
+            var exclusive: [SensorKind: [Int]] = [:]
             for k in kinds where s.sensors[k] != nil {
                 if s.sensors[k]!.consumers.values.contains(where: { $0.owner != owner }) {
                     for (id, c) in s.sensors[k]!.consumers where c.owner == owner { s.sensors[k]!.consumers[id] = nil }
                 } else {
                     s.sensors[k]!.stopping = true
-                    exclusive.append(k)
+                    exclusive[k] = Array(s.sensors[k]!.consumers.keys)
                 }
             }
             return exclusive
         }
         reconcile(plans: plans, uri: uri)
-        state.withLock { s in
-            for k in exclusive {
-                s.sensors[k]!.consumers = [:]
+        let idle = state.withLock { s -> [SensorKind] in
+            var idle: [SensorKind] = []
+            for (k, ids) in exclusive {
+                for id in ids { s.sensors[k]!.consumers[id] = nil }
                 s.sensors[k]!.stopping = false
-                s.sensors[k]!.error = nil
+                if s.sensors[k]!.consumers.isEmpty {
+                    s.sensors[k]!.error = nil
+                    idle.append(k)
+                }
             }
+            return idle
         }
-        latest.withLock { l in for k in exclusive { l.samples[k.slot] = nil } }
+        latest.withLock { l in for k in idle { l.samples[k.slot] = nil } }
     }
 
     // MARK: Reconfiguration
