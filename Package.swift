@@ -1,6 +1,7 @@
 // swift-tools-version:6.0
 // IIOMotion: Core-Motion-style accelerometer and gyroscope readings from Linux IIO devices,
-// through libiio 0.24 (Debian's libiio-dev).
+// through libiio 0.24 or 0.26 (Debian's libiio-dev).
+// Copyright the IIOMotion authors. Licensed under the Apache License, Version 2.0 (LICENSE).
 import PackageDescription
 
 /// One settings list for every Swift target: Swift 6 language mode is the package default
