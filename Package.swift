@@ -29,6 +29,7 @@ let package = Package(
         .library(name: "IIOMotion", targets: ["IIOMotion"]),
         .executable(name: "motion-monitor", targets: ["motion-monitor"]),
         .executable(name: "iio-sim", targets: ["iio-sim"]),
+        .executable(name: "motion-collect", targets: ["motion-collect"]),
     ],
     targets: [
         // libiio itself, found through pkg-config; Debian/Ubuntu install it with `apt-get install libiio-dev`.
@@ -51,6 +52,17 @@ let package = Package(
         // Device motion against the simulator's ground truth (scripts/fusion-accuracy, DeviceMotionTests).
         .executableTarget(name: "motion-truth", dependencies: ["IIOMotion", "IIOSimKit", "Locking"], swiftSettings: swiftSettings),
 
+        // MQTT through Debian's libmosquitto (`apt-get install libiio-dev libmosquitto-dev`): the
+        // publisher motion-monitor --mqtt uses and the collector. IIOMotion does not depend on it.
+        .systemLibrary(
+            name: "CMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
+        .target(name: "MotionMQTT", dependencies: ["CMosquitto", "Locking"], swiftSettings: swiftSettings),
+        .executableTarget(name: "motion-collect", dependencies: ["MotionMQTT", "Locking"], swiftSettings: swiftSettings,
+                          linkerSettings: staticRuntime),
+
         // The simulator: a library (fixtures, scan encoding, motion, the sysfs engine) and a thin executable.
         .target(name: "CSimSupport", cSettings: cSettings),
         .target(name: "IIOSimKit", dependencies: ["CSimSupport", "Locking"], swiftSettings: swiftSettings),
@@ -61,6 +73,7 @@ let package = Package(
         .executableTarget(name: "iio-fuzz", dependencies: ["IIOMotion", "IIOSimKit"], swiftSettings: swiftSettings),
 
         .testTarget(name: "IIOMotionTests", dependencies: ["IIOMotion", "iio-fuzz"], swiftSettings: swiftSettings),
+        .testTarget(name: "MotionMQTTTests", dependencies: ["MotionMQTT"], swiftSettings: swiftSettings),
         .testTarget(name: "IIOSimKitTests", dependencies: ["IIOSimKit"], swiftSettings: swiftSettings),
         .testTarget(name: "MotionMonitorTests", dependencies: ["motion-monitor"], swiftSettings: swiftSettings),
         .testTarget(

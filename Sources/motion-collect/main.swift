@@ -1,0 +1,131 @@
+@preconcurrency import Glibc
+import MotionMQTT
+import Locking
+import Dispatch
+
+// motion-collect: every board's samples from an MQTT broker into one CSV or JSON-lines log.
+
+func say(_ s: String) {
+    let line = s + "\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }
+}
+
+let options: CollectOptions
+do {
+    options = try CollectOptions(arguments: Array(CommandLine.arguments.dropFirst()))
+} catch {
+    if error.description == CollectOptions.usage { print(CollectOptions.usage); exit(0) }
+    say(error.description)
+    exit(64)
+}
+
+// The output: a new file (never an existing one without --force), or stdout.
+let outFD: Int32
+if options.outputPath == "-" {
+    outFD = 1
+} else {
+    let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (options.force ? O_TRUNC : O_EXCL)
+    outFD = open(options.outputPath, flags, 0o644)
+    if outFD < 0 {
+        let e = errno
+        say("motion-collect: cannot create \(options.outputPath): \(String(cString: strerror(e)))\(e == EEXIST ? " (use --force to replace it)" : "")")
+        exit(e == EEXIST ? 73 : 74)
+    }
+}
+signal(SIGPIPE, SIG_IGN)
+
+/// Writes everything or reports the error; the collector ends on a failed write.
+func writeAll(_ text: String) -> Bool {
+    var bytes = Array(text.utf8)
+    var done = 0
+    while done < bytes.count {
+        let n = bytes.withUnsafeMutableBytes { write(outFD, $0.baseAddress! + done, $0.count - done) }
+        if n < 0 { if errno == EINTR { continue }; return false }
+        done += n
+    }
+    return true
+}
+
+func now() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+struct State: Sendable {
+    var collector: Collector
+    var writeError: String?
+}
+let state = Locked(State(collector: Collector(output: options.json ? .json : .csv)))
+if !options.json, !writeAll(Collector.csvHeader + "\n") {
+    say("motion-collect: writing \(options.outputPath) failed: \(String(cString: strerror(errno)))"); exit(74)
+}
+
+let ended = DispatchSemaphore(value: 0)
+let subscriber: MQTTSubscriber
+do {
+    subscriber = try MQTTSubscriber(broker: options.broker, clientID: options.clientID ?? "motion-collect-\(options.broker.prefix)",
+                                    caFile: options.caFile) { message in
+        let failed: Bool = state.withLock { s in
+            guard s.writeError == nil else { return false }
+            let text = s.collector.take(message, now: now())
+            if !text.isEmpty, !writeAll(text) { s.writeError = String(cString: strerror(errno)); return true }
+            return false
+        }
+        if failed { ended.signal() }
+    }
+} catch {
+    say("motion-collect: \(error)")
+    exit(78)
+}
+
+// Ends at Ctrl-C, SIGTERM, SIGHUP or --duration.
+for sig in [SIGINT, SIGTERM, SIGHUP] { signal(sig, SIG_IGN) }
+var sources: [any DispatchSourceSignal] = []
+for sig in [SIGINT, SIGTERM, SIGHUP] {
+    let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+    source.setEventHandler { ended.signal() }
+    source.resume()
+    sources.append(source)
+}
+let showTable = options.table ?? (isatty(2) == 1)
+let deadline = options.duration.map { now() + $0 }
+var status: Int32 = 0
+while true {
+    if ended.wait(timeout: .now() + 1) == .success { break }
+    if let deadline, now() >= deadline { break }
+    let s = subscriber.state
+    if let failure = s.failure {
+        say("motion-collect: \(failure)")
+        status = 77
+        break
+    }
+    if showTable {
+        let boards = state.withLock { $0.collector.boards }
+        let t = now()
+        var table = "\u{1B}[H\u{1B}[2J" + "motion-collect \(options.broker)  \(s.connected ? "connected" : (s.lastError ?? "connecting"))\n"
+        table += "board".padding(24) + "state".padding(9) + "rate/s".padding(10) + "last".padding(9) + "samples".padding(12) + "repeats\n"
+        for name in boards.keys.sorted() {
+            let b = boards[name]!
+            let age = b.lastReceived.map { String(format1: t - $0) + " s" } ?? "-"
+            table += name.padding(24) + (b.state ?? "?").padding(9) + String(format1: b.rate(now: t)).padding(10) + age.padding(9)
+                + String(b.samples).padding(12) + String(b.duplicates) + "\n"
+        }
+        say(table)
+    }
+}
+subscriber.stop()
+let final = state.withLock { $0 }
+if let e = final.writeError { say("motion-collect: writing \(options.outputPath) failed: \(e)"); status = 74 }
+if outFD != 1, close(outFD) != 0 { say("motion-collect: closing \(options.outputPath) failed: \(String(cString: strerror(errno)))"); status = 74 }
+let totals = final.collector.boards.values.reduce((0, 0)) { ($0.0 + $1.samples, $0.1 + $1.duplicates) }
+say("motion-collect: \(totals.0) samples from \(final.collector.boards.count) boards, \(totals.1) repeats dropped")
+exit(status)
+
+extension String {
+    func padding(_ n: Int) -> String { count >= n ? self + " " : self + String(repeating: " ", count: n - count) }
+    init(format1 v: Double) {
+        let tenths = Int((v * 10).rounded())
+        self = "\(tenths / 10).\(abs(tenths % 10))"
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import Testing
+
+/// A real mosquitto broker on a loopback port of its own, with a config and a persistence folder
+/// in a temporary directory; killed when released.
+final class Broker: @unchecked Sendable { // used by one test at a time; `process` is replaced only by start/stop on the test's thread
+    let port: Int
+    let directory: URL
+    var extraConfig: String
+    private var pid: pid_t?
+
+    static let binary = "/usr/sbin/mosquitto"
+
+    /// Whether mosquitto is installed; under CI=true its absence fails the test instead.
+    static func available() -> Bool {
+        if FileManager.default.isExecutableFile(atPath: binary) { return true }
+        let why = "mosquitto is not installed (apt-get install mosquitto; scripts/install-deps does it)"
+        if ProcessInfo.processInfo.environment["CI"] == "true" { Issue.record("\(why): required under CI=true") } else { print("skipping: \(why)") }
+        return false
+    }
+
+    init(extraConfig: String = "") throws {
+        port = try Self.freePort()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-test-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        self.extraConfig = extraConfig
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Starts mosquitto and waits until it accepts connections.
+    func start() throws {
+        let config = """
+            user \(getuid() == 0 ? "root" : String(cString: getpwuid(getuid())!.pointee.pw_name))
+            listener \(port) 127.0.0.1
+            persistence true
+            persistence_location \(directory.path)/
+            autosave_interval 1
+            max_queued_messages 0
+            max_inflight_messages 0
+            log_dest file \(directory.path)/mosquitto.log
+            \(extraConfig.isEmpty ? "allow_anonymous true" : extraConfig)
+
+            """
+        try config.write(to: directory.appendingPathComponent("mosquitto.conf"), atomically: true, encoding: .utf8)
+        pid = try Self.spawn([Self.binary, "-c", directory.appendingPathComponent("mosquitto.conf").path])
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if Self.canConnect(port) { return }
+            usleep(20_000)
+        }
+        throw BrokerError.didNotStart(log)
+    }
+
+    /// Stops mosquitto with SIGTERM (it saves its persistence file) and waits for it to end.
+    func stop() {
+        guard let p = pid else { return }
+        pid = nil
+        kill(p, SIGTERM)
+        var status: Int32 = 0
+        // Bounded: SIGKILL after 5 s.
+        for _ in 0..<250 {
+            if waitpid(p, &status, WNOHANG) == p { return }
+            usleep(20_000)
+        }
+        kill(p, SIGKILL)
+        waitpid(p, &status, 0)
+    }
+
+    var log: String { (try? String(contentsOf: directory.appendingPathComponent("mosquitto.log"), encoding: .utf8)) ?? "" }
+
+    enum BrokerError: Error { case didNotStart(String), cannotSpawn(Int32) }
+
+    /// Starts `argv` with default signal handling and an empty signal mask (a test process's
+    /// threads may block or ignore signals, and exec would pass that on), output to /dev/null.
+    static func spawn(_ argv: [String]) throws -> pid_t {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none); sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var cArgs = argv.map { strdup($0) } + [nil]
+        defer { for a in cArgs { free(a) } }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, argv[0], &actions, &attributes, &cArgs, environ)
+        guard rc == 0 else { throw BrokerError.cannotSpawn(rc) }
+        return child
+    }
+
+    /// Runs `argv` to its end; its exit status.
+    static func run(_ argv: [String]) throws -> Int32 {
+        let child = try spawn(argv)
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        return (status >> 8) & 0xff
+    }
+
+    static func canConnect(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 } }
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = 0
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+}

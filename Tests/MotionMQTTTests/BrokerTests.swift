@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+import Locking
+@testable import MotionMQTT
+
+/// The publisher and the subscriber against a real mosquitto on loopback.
+@Suite("MQTT against a real mosquitto", .serialized)
+struct BrokerTests {
+    /// Waits up to `seconds` for `condition`.
+    static func eventually(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    static func line(_ i: Int) -> String {
+        #"{"sensor":"accelerometer","device":"iio:device0","timestamp":\#(Double(i) / 1000),"x":\#(i),"y":1.5,"z":-1.0}"#
+    }
+
+    @Test("every message arrives across a broker stopped for 3 s mid-run, once after dropping repeats, in order",
+          .timeLimit(.minutes(1)))
+    func brokerRestart() throws {
+        guard Broker.available() else { return }
+        let broker = try Broker()
+        try broker.start()
+        let address = try BrokerAddress(parsing: "mqtt://127.0.0.1:\(broker.port)/test")
+        let collected = Locked(Collector(output: .csv))
+        let rows = Locked([String]())
+        let subscriber = try MQTTSubscriber(broker: address, clientID: "collector-\(getpid())") { message in
+            let text = collected.withLock { $0.take(message, now: 0) }
+            rows.withLock { $0 += text.split(separator: "\n").map(String.init) }
+        }
+        #expect(Self.eventually(5) { subscriber.state.connected }, "the subscriber did not connect: \(subscriber.state)")
+        var config = MQTTPublisher.Configuration(broker: address, board: "b1")
+        config.spoolPath = broker.directory.appendingPathComponent("spool").path
+        config.memoryLimit = 64 << 10
+        let publisher = try MQTTPublisher(config)
+        let perMessage = 8, messages = 600
+        let start = Date()
+        for m in 0..<messages {
+            let payload = (0..<perMessage).map { Self.line(m * perMessage + $0) }.joined(separator: "\n")
+            publisher.send(OutboundMessage(topic: "test/b1/accelerometer", payload: Array(payload.utf8), samples: perMessage))
+            if m == 150 { broker.stop() }
+            if m == 450 { try broker.start() }
+            // 100 messages a second: the broker is away for 3 s.
+            let due = start.addingTimeInterval(Double(m + 1) / 100)
+            if due > Date() { usleep(useconds_t(due.timeIntervalSinceNow * 1e6)) }
+        }
+        let totals = publisher.finish(timeout: 15)
+        #expect(totals.pending == 0 && totals.acknowledged == messages * perMessage && totals.dropped == 0, "\(totals)")
+        #expect(totals.connections >= 2 && totals.spooled > 0, "the outage should have spooled: \(totals)")
+        #expect(Self.eventually(15) { rows.withLock { $0.count } >= messages * perMessage }, "\(rows.withLock { $0.count }) rows")
+        subscriber.stop()
+        let got = rows.withLock { $0 }
+        let expected = (0..<messages * perMessage).map { "b1,\(Collector.csvTimestamp(Double($0) / 1000)),accelerometer,iio:device0,\($0),1.5,-1.0" }
+        let firstDifference = got.indices.first { $0 >= expected.count || got[$0] != expected[$0] }
+        #expect(got.count == expected.count && firstDifference == nil,
+                "\(got.count) rows of \(expected.count); first difference at \(String(describing: firstDifference)): \(firstDifference.map { Array(got[max(0, $0 - 2)..<min(got.count, $0 + 3)]) } ?? [])")
+        let board = collected.withLock { $0.boards["b1"] }
+        #expect(board?.state == "offline", "the publisher's finish sets the status offline: \(String(describing: board))")
+    }
+
+    @Test("a broker that is down at start: the publisher keeps trying and spools, then sends everything",
+          .timeLimit(.minutes(1)))
+    func brokerLate() throws {
+        guard Broker.available() else { return }
+        let broker = try Broker()
+        let address = try BrokerAddress(parsing: "mqtt://127.0.0.1:\(broker.port)/late")
+        var config = MQTTPublisher.Configuration(broker: address, board: "b2")
+        config.memoryLimit = 1 << 10
+        config.spoolPath = broker.directory.appendingPathComponent("spool").path
+        let publisher = try MQTTPublisher(config)
+        for i in 0..<500 { publisher.send(OutboundMessage(topic: "late/b2/gyroscope", payload: Array(Self.line(i).utf8), samples: 1)) }
+        usleep(1_000_000)
+        #expect(publisher.statistics.connected == false && publisher.lastError?.contains("cannot connect") == true, "\(String(describing: publisher.lastError))")
+        #expect(publisher.statistics.spooled > 0)
+        try broker.start()
+        let totals = publisher.finish(timeout: 15)
+        #expect(totals.acknowledged == 500 && totals.pending == 0 && totals.dropped == 0, "\(totals)")
+    }
+
+    @Test("wrong credentials: the publisher gives up with notAuthorized naming the broker", .timeLimit(.minutes(1)))
+    func wrongCredentials() throws {
+        guard Broker.available() else { return }
+        let broker = try Broker()
+        let passwords = broker.directory.appendingPathComponent("passwd").path
+        #expect(try Broker.run(["/usr/bin/mosquitto_passwd", "-b", "-c", passwords, "logger", "right"]) == 0)
+        broker.extraConfig = "allow_anonymous false\npassword_file \(passwords)"
+        try broker.start()
+        let bad = try MQTTPublisher(MQTTPublisher.Configuration(broker: try BrokerAddress(parsing: "mqtt://logger:wrong@127.0.0.1:\(broker.port)/auth"), board: "b3"))
+        #expect(Self.eventually(10) { bad.failure != nil })
+        guard case .notAuthorized(let why)? = bad.failure else { Issue.record("expected notAuthorized, got \(String(describing: bad.failure))"); return }
+        #expect(why.contains("127.0.0.1:\(broker.port)") && !why.contains("wrong"), "\(why)")
+        bad.finish(timeout: 1)
+        let good = try MQTTPublisher(MQTTPublisher.Configuration(broker: try BrokerAddress(parsing: "mqtt://logger:right@127.0.0.1:\(broker.port)/auth"), board: "b3"))
+        good.send(OutboundMessage(topic: "auth/b3/gyroscope", payload: Array(Self.line(1).utf8), samples: 1))
+        #expect(good.finish(timeout: 10).acknowledged == 1)
+    }
+
+    @Test("TLS: a broker certificate the CA file does not vouch for is a TLS failure naming the problem", .timeLimit(.minutes(1)))
+    func tlsCertificateProblem() throws {
+        guard Broker.available() else { return }
+        let broker = try Broker()
+        let dir = broker.directory.path
+        for (name, cn) in [("server", "127.0.0.1"), ("other", "someone-else")] {
+            let status = try Broker.run(["/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/\(name).key",
+                                         "-out", "\(dir)/\(name).crt", "-days", "2", "-subj", "/CN=\(cn)", "-addext", "subjectAltName=IP:127.0.0.1"])
+            try #require(status == 0)
+        }
+        broker.extraConfig = "allow_anonymous true\ncertfile \(dir)/server.crt\nkeyfile \(dir)/server.key"
+        try broker.start()
+        var config = MQTTPublisher.Configuration(broker: try BrokerAddress(parsing: "mqtts://127.0.0.1:\(broker.port)/tls"), board: "b4")
+        config.caFile = "\(dir)/other.crt"
+        let wrongCA = try MQTTPublisher(config)
+        #expect(Self.eventually(10) { wrongCA.failure != nil })
+        guard case .tls(let why)? = wrongCA.failure else { Issue.record("expected a TLS failure, got \(String(describing: wrongCA.failure))"); return }
+        #expect(why.contains("certificate"), "\(why)")
+        wrongCA.finish(timeout: 1)
+        config.caFile = "\(dir)/server.crt"
+        let rightCA = try MQTTPublisher(config)
+        rightCA.send(OutboundMessage(topic: "tls/b4/gyroscope", payload: Array(Self.line(1).utf8), samples: 1))
+        let totals = rightCA.finish(timeout: 10)
+        #expect(totals.acknowledged == 1, "\(totals) \(String(describing: rightCA.lastError))")
+    }
+}
