@@ -250,17 +250,23 @@ struct GapCounter: Equatable, Sendable {
 /// batch per `write(2)`, so what was received is in the kernel's hands within one update
 /// interval and nothing is lost on Ctrl-C, SIGTERM or a crash of this process.
 ///
+/// A file is written on the session's queue, the log's own path: nothing there waits for stdout
+/// or stderr. The log on stdout (`--csv -`) is handed to stdout's ``OutputChannel`` instead,
+/// whose bounded backlog counts what a reader too slow made it drop.
+///
 /// A write error (disk full, I/O error) stops the log: the file is cut back to its last whole row,
 /// so it stays parseable, and ``failure`` says what happened.
 ///
-/// Confinement: created on the main thread, then used only on the output queue (every entry
+/// Confinement: created on the main thread, then used only on the session's queue (every entry
 /// point checks it), so it needs no lock.
 final class CSVLog: @unchecked Sendable { // mutable state is touched only on `queue` after init (dispatchPrecondition)
     /// What the log is called in messages: the path, or `stdout`.
     let name: String
     private let fd: Int32
+    /// stdout's channel when the log goes there.
+    private let channel: OutputChannel?
     private let closeWhenDone: Bool
-    /// The output queue this log is confined to.
+    /// The session's queue this log is confined to.
     private let queue: DispatchQueue
     /// Bytes of whole rows in the file (where to cut it back to after a failed write); nil for a
     /// file that cannot be cut (stdout, a pipe).
@@ -282,20 +288,23 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     ///   - path: a file name, or `-` for stdout.
     ///   - force: replace a file that exists.
     ///   - append: add to a file that exists.
-    ///   - queue: the output queue every later call comes from.
+    ///   - queue: the queue every later call comes from.
+    ///   - stdout: stdout's channel, which `-` writes through (without one, `-` writes fd 1 itself).
     /// - Throws: ``OpenError``: the file exists (73), cannot be created (73), or does not hold a
     ///   log (73, with `--append`); the header could not be written (74).
-    init(path: String, force: Bool, append: Bool, queue: DispatchQueue) throws(OpenError) {
+    init(path: String, force: Bool, append: Bool, queue: DispatchQueue, stdout: OutputChannel? = nil) throws(OpenError) {
         self.queue = queue
         if path == "-" {
             name = "stdout"
             fd = STDOUT_FILENO
+            channel = stdout
             closeWhenDone = false
             committed = nil
             try writeHeader()
             return
         }
         name = path
+        channel = nil
         var flags = O_WRONLY | O_CREAT | O_CLOEXEC
         flags |= append ? O_APPEND : (force ? O_TRUNC : O_EXCL)
         if append { flags = (flags & ~O_WRONLY) | O_RDWR } // to check the header of what is there
@@ -332,6 +341,10 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
 
     private func writeHeader() throws(OpenError) {
         let header = Array((CSVFormat.header + "\n").utf8)
+        if let channel {
+            channel.control(header, force: true)
+            return
+        }
         if let problem = write(header) {
             if closeWhenDone { _ = Glibc.close(fd) }
             throw OpenError(message: "\(MonitorOptions.commandName): writing the header of \(name) failed: \(problem).",
@@ -369,6 +382,15 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
         gaps[kind] = gap
         buffer = out
         let bytes = out.bytes
+        if let channel {
+            // The channel counts what it drops (a full backlog) or cannot write (a closed stdout).
+            if case .failed(let e) = channel.outcome {
+                failure = "writing stdout failed: \(errnoDescription(e))"
+                return false
+            }
+            if channel.append(Array(bytes), tag: kind.tag, items: samples.count) { rows[kind, default: 0] += samples.count }
+            return true
+        }
         if let problem = write(bytes) {
             // Keep whole rows only: cut the file back to after the last newline that made it out.
             failure = "writing \(name) failed: \(problem)"
@@ -424,7 +446,10 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
         return nil
     }
 
-    /// Rows written, per sensor.
+    /// Whether the log goes to stdout's channel (its rows are counted there).
+    var isStdout: Bool { channel != nil }
+
+    /// Rows written, per sensor (through stdout's channel: rows queued).
     func rowsWritten(_ kind: SensorKind) -> Int {
         dispatchPrecondition(condition: .onQueue(queue))
         return rows[kind] ?? 0

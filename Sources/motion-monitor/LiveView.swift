@@ -2,8 +2,8 @@ import Dispatch
 @preconcurrency import Glibc // ioctl, write
 import IIOMotion
 
-/// The terminal the live view draws on: stdout, written with `write(2)` (one call per frame, so
-/// a frame appears whole) and asked for its size.
+/// The terminal the live view draws on: stdout, written by its ``OutputChannel`` (one `write(2)`
+/// per frame, so a frame appears whole) and asked for its size.
 enum Terminal {
     /// Hide the cursor.
     static let hideCursor = "\u{1B}[?25l"
@@ -25,29 +25,36 @@ enum Terminal {
         return (80, 24)
     }
 
-    /// Writes all of `text` to stdout; errors (a terminal that went away) are ignored.
-    static func write(_ text: String) {
-        var bytes = Array(text.utf8)
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.write(STDOUT_FILENO, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
-            done += n
-        }
-    }
-
-    /// Makes a crash (a trap, SIGSEGV, SIGABRT, Ctrl-\\) leave the cursor visible. The handler
-    /// only calls async-signal-safe functions (`write(2)` of a string literal, `sigaction(2)`,
-    /// `raise(3)`), then hands the signal to whoever had it before (Swift's backtracer, or the
-    /// default action): a fault re-executes the faulting instruction, a sent signal is raised
-    /// again. The orderly exits (the end, Ctrl-C, SIGTERM, SIGHUP, an error) do not come here:
-    /// those signals are waited for on the main thread, which restores the terminal itself.
-    static func restoreOnCrash() {
+    /// Makes a crash (a trap, SIGSEGV, SIGABRT, Ctrl-\\) leave the cursor visible (with `terminal`)
+    /// and put the real stderr back on fd 2 with what the ``StderrFilter``'s pipe still holds, so
+    /// the runtime's message and backtrace reach the user. The handler only calls
+    /// async-signal-safe functions (`write(2)`, `read(2)`, `dup2(2)`, `sigaction(2)`, `raise(3)`),
+    /// then hands the signal to whoever had it before (Swift's backtracer, or the default action):
+    /// a fault re-executes the faulting instruction, a sent signal is raised again. The orderly
+    /// exits (the end, Ctrl-C, SIGTERM, SIGHUP, an error) do not come here: those signals are
+    /// waited for on the main thread, which restores the terminal itself.
+    static func restoreOnCrash(terminal: Bool) {
+        crashRestoresTerminal = terminal
         var action = sigaction()
         action.__sigaction_handler.sa_handler = { signal in
-            let text: StaticString = "\u{1B}[0m\u{1B}[?25h\r\n"
-            _ = Glibc.write(STDOUT_FILENO, text.utf8Start, text.utf8CodeUnitCount)
+            if crashRestoresTerminal {
+                let text: StaticString = "\u{1B}[0m\u{1B}[?25h\r\n"
+                _ = Glibc.write(STDOUT_FILENO, text.utf8Start, text.utf8CodeUnitCount)
+            }
+            let (original, pipe) = crashStderr
+            if original >= 0 {
+                _ = dup2(original, STDERR_FILENO)
+                if pipe >= 0 {
+                    var buffer: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+                    withUnsafeMutableBytes(of: &buffer) { b in
+                        while true {
+                            let n = read(pipe, b.baseAddress!, b.count)
+                            if n <= 0 { break }
+                            _ = Glibc.write(original, b.baseAddress!, n)
+                        }
+                    }
+                }
+            }
             _ = sigaction(signal, previousActions + Int(signal), nil)
             if signal == SIGABRT || signal == SIGQUIT { _ = raise(signal) }
         }
@@ -63,15 +70,25 @@ enum Terminal {
 /// The actions the crash handler replaced, by signal number: filled before the handler is installed,
 /// only read by it (no allocation or lock in the handler: the global is initialised by then).
 nonisolated(unsafe) private let previousActions = UnsafeMutablePointer<sigaction>.allocate(capacity: 65) // written before any handler can run, then read-only
+/// Whether the crash handler restores the cursor (the live view runs); set before it is installed.
+nonisolated(unsafe) private var crashRestoresTerminal = false // written before the handler is installed, then read-only
 
 /// The live view: one panel per requested sensor, redrawn in place at the update interval (at
 /// most 30 times a second) by moving the cursor home and overwriting each line (clear to end of
 /// line, then clear below): no full clear per frame, so no flicker.
 ///
-/// Confinement: every method runs on the output queue (the library's handlers, the frame timer,
+/// Frames are offered to stdout's ``OutputChannel``, which writes the newest when the terminal
+/// takes it: on a terminal that drains slowly (a serial console, Ctrl-S) frames are skipped, and
+/// nothing else waits. ``framesDue`` counts the frames made, the channel the ones drawn.
+///
+/// Confinement: every method runs on the session's queue (the library's handlers, the frame timer,
 /// and the main thread's `queue.sync` for resize, suspend and the end), so it needs no lock.
 final class LiveView: @unchecked Sendable { // mutable state is touched only on `queue` (dispatchPrecondition)
+    /// The slot of the frames in stdout's channel.
+    static let frameSlot = 0
+
     private let queue: DispatchQueue
+    private let out: OutputChannel
     private let style: ScreenStyle
     private let log: CSVLog?
     private var screen: ScreenModel
@@ -87,17 +104,21 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
     private var lastShown: [SensorKind: Sample] = [:]
     /// Device motion estimates' (timestamp, count), for the measured rate.
     private var motionHistory: [(t: Double, n: Int)] = []
+    /// Frames made (each offered to the terminal; a newer one may replace it before it is drawn).
+    private(set) var framesDue = 0
 
     /// - Parameters:
-    ///   - queue: the output queue.
+    ///   - queue: the session's queue.
+    ///   - out: stdout's channel.
     ///   - style: colour and Unicode.
     ///   - options: `--interval`, `--rate`, `--uri`.
     ///   - sensors: the requested sensors, present (their info) or missing (nil).
     ///   - motion: the reference frame of the device motion panel; nil for no such panel.
     ///   - log: the `--csv` log, whose row count the view shows.
-    init(queue: DispatchQueue, style: ScreenStyle, options: MonitorOptions,
+    init(queue: DispatchQueue, out: OutputChannel, style: ScreenStyle, options: MonitorOptions,
          sensors: [(kind: SensorKind, info: SensorInfo?)], motion: MonitorOptions.ReferenceFrameChoice? = nil, log: CSVLog?) {
         self.queue = queue
+        self.out = out
         self.style = style
         self.log = log
         framePeriod = max(options.interval, 1.0 / 30)
@@ -114,7 +135,7 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
     func start() {
         dispatchPrecondition(condition: .onQueue(queue))
         active = true
-        Terminal.write(Terminal.hideCursor + Terminal.home + Terminal.clearScreen)
+        out.control(Terminal.hideCursor + Terminal.home + Terminal.clearScreen, force: true)
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now(), repeating: framePeriod, leeway: .milliseconds(5))
         timer.setEventHandler { [weak self] in self?.draw() }
@@ -210,7 +231,7 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         dispatchPrecondition(condition: .onQueue(queue))
         size = Terminal.size()
         guard active else { return }
-        Terminal.write(Terminal.home + Terminal.clearScreen)
+        out.control(Terminal.home + Terminal.clearScreen, force: true)
         draw()
     }
 
@@ -220,7 +241,7 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         guard active else { return }
         draw()
         active = false
-        Terminal.write("\r\n" + Terminal.restore)
+        out.control("\r\n" + Terminal.restore, force: true)
     }
 
     /// After it continues: the terminal is taken again.
@@ -229,7 +250,7 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         guard !active, timer != nil else { return }
         active = true
         size = Terminal.size()
-        Terminal.write(Terminal.hideCursor + Terminal.home + Terminal.clearScreen)
+        out.control(Terminal.hideCursor + Terminal.home + Terminal.clearScreen, force: true)
         draw()
     }
 
@@ -242,7 +263,15 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         guard active else { return }
         draw()
         active = false
-        Terminal.write("\r\n" + Terminal.restore)
+        out.control("\r\n" + Terminal.restore, force: true)
+    }
+
+    /// stdout has closed or failed: nothing more is drawn (the log, if any, goes on).
+    func stdoutEnded() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        timer?.cancel()
+        timer = nil
+        active = false
     }
 
     /// The frame as it is now (for tests and for the final screen).
@@ -277,7 +306,8 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
             if i < lines.count - 1 { text += "\r\n" }
         }
         text += Terminal.clearBelow
-        Terminal.write(text)
+        framesDue += 1
+        out.offer(Array(text.utf8), slot: Self.frameSlot)
     }
 
     private func update(panel kind: SensorKind, _ change: (inout PanelModel) -> Void) {

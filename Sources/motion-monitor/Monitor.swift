@@ -102,12 +102,14 @@ enum Monitor {
     /// field in a north-referenced frame), prints it, and stops.
     static func onceMotion(_ options: MonitorOptions, _ manager: MotionManager) -> Report {
         let present = Set(SensorKind.allCases.filter { manager.sensor($0) != nil })
-        guard manager.isDeviceMotionAvailable else {
+        // By presence: a sensor that is there but cannot be used makes device motion fail with
+        // that sensor's cause (below), which is what the user needs to hear.
+        guard present.contains(.accelerometer), present.contains(.gyroscope) else {
             var report = Report(stderr: [Report.motionMissingMessage(present: present)], status: ExitStatus.unavailable)
             if options.device != nil, present.isEmpty { report.stderr.append(noMatchHint(options, manager)) }
             return report
         }
-        let frames = manager.availableAttitudeReferenceFrames()
+        let frames = Report.frames(present: present)
         guard frames.contains(options.referenceFrame.frame) else {
             return Report.frameUnavailable(options.referenceFrame, available: frames)
         }

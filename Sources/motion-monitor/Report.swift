@@ -114,6 +114,16 @@ struct Report: Equatable, Sendable {
         return "This device has no device motion: it needs an accelerometer and a gyroscope\(lacking)."
     }
 
+    /// The reference frames a machine with these sensors offers: arbitrary with an accelerometer
+    /// and a gyroscope, corrected and north with a magnetometer as well. By presence, not by
+    /// usability: a sensor that is there but cannot be used is no reason to refuse a frame (device
+    /// motion then fails with that sensor's cause, where its estimates would be shown).
+    static func frames(present: Set<SensorKind>) -> AttitudeReferenceFrame {
+        guard present.contains(.accelerometer), present.contains(.gyroscope) else { return [] }
+        return present.contains(.magnetometer) ? [.xArbitraryZVertical, .xArbitraryCorrectedZVertical, .xMagneticNorthZVertical]
+            : .xArbitraryZVertical
+    }
+
     /// Why a `--reference-frame` cannot be used here, with the frames that can (exit 69).
     /// - Parameters:
     ///   - choice: the frame asked for.

@@ -36,18 +36,41 @@ enum Display: Equatable, Sendable {
     }
 }
 
+extension SensorKind {
+    /// The tag (log lines) and slot (display lines) of this sensor's output in stdout's channel.
+    var tag: Int {
+        switch self {
+        case .accelerometer: 0
+        case .gyroscope: 1
+        case .magnetometer: 2
+        }
+    }
+}
+
 /// Everything the continuous view does with what the library delivers, on one serial queue
-/// (``queue``), which owns stdout while streaming: the line printer (`--json` or plain lines), the
-/// ``CSVLog`` and the ``LiveView``; `--count`; failures; and waking the main thread when every
-/// sensor is done.
+/// (``queue``): the `--csv` log, the ``LiveView``'s model and frames, the lines (`--json` or plain),
+/// `--count`, failures, and waking the main thread when the run is done.
+///
+/// The queue never writes to stdout or stderr: it hands their output to their ``OutputChannel``s,
+/// whose threads do the writing. So the log (a file, written here) never waits for a terminal or a
+/// pipe: while stdout is stalled the log stays complete and the display gives way (newest frame or
+/// line wins). When stdout carries every sample (`--csv -`, lines with `--interval 0`) it is a
+/// log too, with its own bounded backlog, and what it drops is counted.
 ///
 /// Deliveries come two ways: batched handlers (every sample: the log, the live view, and lines
 /// with `--interval 0`) and push handlers (the newest sample per interval: lines otherwise).
-final class StreamSession: Sendable {
-    /// Sent to the main thread (where it is blocked and waited for) when every sensor is done.
+final class WatchSession: Sendable {
+    /// Sent to the main thread (where it is blocked and waited for) when the run is done.
     static let wakeSignal = SIGUSR1
+    /// The bound of stdout's backlog when it carries every sample (about 50 s of two sensors'
+    /// JSON lines at 1.6 kHz).
+    static let stdoutBacklog = 16 << 20
+    /// The bound of stderr's backlog (messages, libiio's lines).
+    static let stderrBacklog = 1 << 20
+    /// The tag and slot of device motion's lines in stdout's channel.
+    static let motionTag = 3
 
-    /// Where the library runs the handlers; the only writer of stdout while streaming.
+    /// Where the library runs the handlers: the log's path.
     let queue: DispatchQueue
     /// `--csv`, once opened.
     let log: CSVLog?
@@ -62,6 +85,12 @@ final class StreamSession: Sendable {
     /// True when device motion runs: requested, available, and shown (live view, lines or JSON;
     /// the log has no place for it).
     let motion: Bool
+    /// stdout's and stderr's writers.
+    let stdout: OutputChannel
+    let stderr: OutputChannel
+    /// True when stdout carries every sample (`--csv -`, lines or JSON with `--interval 0`): it
+    /// is then a log, whose losses count, not a display.
+    let stdoutIsLog: Bool
 
     private let units: MotionUnits
     private let limit: Int?
@@ -78,12 +107,12 @@ final class StreamSession: Sendable {
         var handed: [SensorKind: Int] = [:]
         /// Of those, the ones within `--count`.
         var taken: [SensorKind: Int] = [:]
-        /// Lines printed per sensor.
+        /// Lines given to stdout per sensor by the push handlers.
         var printed: [SensorKind: Int] = [:]
         /// Sensors that reached `--count` or failed.
         var done: Set<SensorKind> = []
         var failures: [(kind: SensorKind, error: MotionError)] = []
-        /// Why the log stopped.
+        /// Why the log (or stdout carrying every sample) stopped.
         var logFailure: String?
         /// Messages for stderr held back while the live view owns the terminal.
         var deferred: [String] = []
@@ -91,23 +120,30 @@ final class StreamSession: Sendable {
         var motionShown = 0
         var motionDone = false
         var motionFailure: MotionError?
+        /// stdout closed or failed, and the run ends for it (no log file to keep going for).
+        var stdoutGone = false
+        var stdoutEnd: OutputChannel.Outcome?
     }
 
     /// - Parameters:
     ///   - options: the command line.
-    ///   - queue: the output queue (serial); the log was opened for it.
+    ///   - queue: the session's queue (serial); the log was opened for it.
     ///   - display: how readings are shown.
+    ///   - stdout: stdout's channel.
+    ///   - stderr: stderr's channel.
     ///   - log: the opened `--csv` log, if any (confined to ``queue`` from now on).
     ///   - sensors: the sensors that will stream.
     ///   - period: the sampling period in force of a running sensor (gaps are counted in it).
     ///   - mainThread: the thread waiting for signals.
     ///   - motion: whether device motion runs (its estimates come through ``motion(_:)``).
     ///   - makeLive: builds the live view on the queue, or returns nil.
-    init(options: MonitorOptions, queue: DispatchQueue, display: Display, log: CSVLog?, sensors: [SensorInfo],
-         period: @escaping @Sendable (SensorKind) -> Double?, mainThread: pthread_t, motion: Bool = false,
-         makeLive: (DispatchQueue) -> LiveView?) {
+    init(options: MonitorOptions, queue: DispatchQueue, display: Display, stdout: OutputChannel, stderr: OutputChannel,
+         log: CSVLog?, sensors: [SensorInfo], period: @escaping @Sendable (SensorKind) -> Double?, mainThread: pthread_t,
+         motion: Bool = false, makeLive: (DispatchQueue) -> LiveView?) {
         self.queue = queue
         self.display = display
+        self.stdout = stdout
+        self.stderr = stderr
         self.log = log
         units = options.units
         limit = options.count
@@ -120,15 +156,20 @@ final class StreamSession: Sendable {
         self.labels = labels
         let showsLines = display == .lines || display == .json
         linesArePushed = showsLines && options.interval > 0
+        stdoutIsLog = options.csvToStdout || (showsLines && options.interval == 0)
         live = makeLive(queue)
         wantsBatches = log != nil || live != nil || (showsLines && options.interval == 0)
     }
 
-    /// True once every sensor has reached its count or failed, or the log failed.
+    /// True once every sensor has reached its count or failed, the log failed, or stdout went
+    /// away with no log file to keep going for.
     var isFinished: Bool { finished.load(ordering: .acquiring) }
 
     /// Whether `--count` is counted on batches (every sample) rather than on printed lines.
     private var countsBatches: Bool { log != nil || live != nil || !linesArePushed }
+
+    /// Whether the run goes on without stdout: a log file is written to its end condition.
+    private var logsToFile: Bool { log.map { !$0.isStdout } ?? false }
 
     // MARK: Deliveries (on the queue)
 
@@ -154,20 +195,26 @@ final class StreamSession: Sendable {
             let failedBefore = log.failure != nil
             if !log.append(slice, of: kind, device: label.id, period: period(kind)), !failedBefore, let failure = log.failure {
                 state.withLock { s in
-                    s.logFailure = failure
+                    s.logFailure = s.logFailure ?? failure
                     s.done.formUnion(labels.keys)
                 }
                 live?.logStopped(failure)
             }
         }
         live?.update(kind, slice, received: samples.count)
-        if !linesArePushed, display == .lines || display == .json {
-            print(slice.map { reading(kind, $0, label) })
+        if !linesArePushed, display == .lines || display == .json, !slice.isEmpty {
+            var text = ""
+            for s in slice {
+                text += line(kind, s, label)
+                text += "\n"
+            }
+            stdout.append(Array(text.utf8), tag: kind.tag, items: slice.count)
         }
         wakeIfDone()
     }
 
-    /// A push handler's newest sample.
+    /// A push handler's newest sample: offered to stdout, where a newer one replaces it if
+    /// stdout has not taken it yet.
     func push(_ kind: SensorKind, _ sample: Sample) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard let label = labels[kind] else { return }
@@ -178,7 +225,10 @@ final class StreamSession: Sendable {
             if !countsBatches, let limit, printed + 1 >= limit { s.done.insert(kind) }
             return true
         }
-        if ok { print([reading(kind, sample, label)]) }
+        guard ok else { return wakeIfDone() }
+        let text = Array((line(kind, sample, label) + "\n").utf8)
+        // `--count n` asks for n lines: those are queued (n bounds them), not replaced.
+        if limit != nil { stdout.append(text, tag: kind.tag, items: 1) } else { stdout.offer(text, slot: kind.tag) }
         wakeIfDone()
     }
 
@@ -195,9 +245,12 @@ final class StreamSession: Sendable {
         live?.update(motion: m)
         switch display {
         case .json, .lines:
-            // Written outside any lock: a pipe's reader may be slow.
-            fputs((display == .json ? Format.json(m) : Format.line(m)) + "\n", stdout)
-            fflush(stdout)
+            let text = Array(((display == .json ? Format.json(m) : Format.line(m)) + "\n").utf8)
+            if stdoutIsLog || limit != nil {
+                stdout.append(text, tag: Self.motionTag, items: 1)
+            } else {
+                stdout.offer(text, slot: Self.motionTag)
+            }
         default: break
         }
         wakeIfDone()
@@ -237,8 +290,8 @@ final class StreamSession: Sendable {
         wakeIfDone()
     }
 
-    /// A notice of the library (e.g. a polled fallback and its reason): on stderr in order with
-    /// the data, or in the live view.
+    /// A notice of the library (e.g. a polled fallback and its reason): on stderr, or in the
+    /// live view.
     func note(_ text: String) {
         queue.async { [self] in
             live?.note(text)
@@ -246,34 +299,38 @@ final class StreamSession: Sendable {
         }
     }
 
+    /// stdout closed or failed (from its writer thread). With a log file the run goes on to its
+    /// end condition, without a display; otherwise it ends as after Ctrl-C (a write error of a
+    /// stdout that carries every sample is the log's failure).
+    func stdoutEnded(_ outcome: OutputChannel.Outcome) {
+        state.withLock { s in
+            s.stdoutEnd = outcome
+            if case .failed(let e) = outcome, stdoutIsLog {
+                s.logFailure = s.logFailure ?? "writing stdout failed: \(errnoDescription(e))"
+            }
+            if !logsToFile { s.stdoutGone = true }
+        }
+        queue.async { [self] in live?.stdoutEnded() }
+        wakeIfDone()
+    }
+
     /// A message for stderr: now, or after the live view has given the terminal back.
     func report(_ line: String) {
         if live != nil {
             state.withLock { $0.deferred.append(line) }
         } else {
-            Console.error(line)
+            stderr.control(line + "\n")
         }
     }
 
-    private func reading(_ kind: SensorKind, _ s: Sample, _ label: (id: String, description: String)) -> Reading {
-        Reading(kind: kind, deviceID: label.id, deviceDescription: label.description, timestamp: s.timestamp, x: s.x, y: s.y, z: s.z)
-    }
-
-    private func print(_ readings: [Reading]) {
-        guard !readings.isEmpty else { return }
-        var text = ""
-        for r in readings {
-            text += display == .json ? Format.json(r) : Format.line(r, units: units)
-            text += "\n"
-        }
-        // Written outside any lock: a pipe's reader may be slow.
-        fputs(text, stdout)
-        fflush(stdout)
+    private func line(_ kind: SensorKind, _ s: Sample, _ label: (id: String, description: String)) -> String {
+        let r = Reading(kind: kind, deviceID: label.id, deviceDescription: label.description, timestamp: s.timestamp, x: s.x, y: s.y, z: s.z)
+        return display == .json ? Format.json(r) : Format.line(r, units: units)
     }
 
     private func wakeIfDone() {
         let allDone = state.withLock { s in
-            (s.done.count >= labels.count && (!motion || s.motionDone)) || s.logFailure != nil
+            (s.done.count >= labels.count && (!motion || s.motionDone)) || s.logFailure != nil || s.stdoutGone
         }
         if allDone, !finished.exchange(true, ordering: .acquiringAndReleasing) {
             pthread_kill(mainThread, Self.wakeSignal)
@@ -282,53 +339,102 @@ final class StreamSession: Sendable {
 
     // MARK: The end
 
-    /// After the updates are stopped (every capture joined): handles what is still queued, gives
-    /// the terminal back, prints the held-back messages, the log's summary and, when verbose, the
-    /// statistics; closes the log.
+    /// After the updates are stopped (every capture joined): handles what is still queued (the
+    /// log is flushed whole and closed first), gives the terminal back, lets stdout drain until
+    /// shortly before `deadline`, then queues for stderr the held-back messages, the log's
+    /// summary, what stdout lost and, when verbose, the statistics. Never waits past `deadline`.
     /// - Parameters:
     ///   - statistics: the library's counts per sensor, read after the stop.
     ///   - verbose: `--verbose`.
-    /// - Returns: the exit status: 74 when the log failed, else the first sensor failure's, else 0.
-    func finish(statistics: [(SensorKind, UpdateStatistics)], verbose: Bool) -> Int32 {
-        let (s, summary) = queue.sync { () -> (State, [String]) in
+    ///   - deadline: when stdout is given up on (``monotonicSeconds()``).
+    /// - Returns: the exit status: 74 when the log failed or stdout, carrying every sample, lost
+    ///   some; else the first sensor failure's; else 0.
+    func finish(statistics: [(SensorKind, UpdateStatistics)], verbose: Bool, until deadline: Double) -> Int32 {
+        let (s, framesDue) = queue.sync { () -> (State, Int) in
             live?.finish()
-            let s = state.withLock { $0 }
-            let summary = log.map { logSummary($0, s, statistics) } ?? []
             log?.close()
-            return (s, summary)
+            return (state.withLock { $0 }, live?.framesDue ?? 0)
         }
-        Console.flush()
-        for line in s.deferred { Console.error(line) }
-        if let failure = s.logFailure, let log {
-            Console.error("\(MonitorOptions.commandName): \(failure). The rows written before it are kept, whole"
-                          + (log.name == "stdout" ? "." : " (\(log.name) ends with a complete row); free some space and log to a new file."))
+        let out = stdout.finish(until: deadline)
+        let closed = out.outcome == .closed
+        // Lines stdout dropped (full backlog), or still held at the end; after the reader went
+        // away nothing is owed to it.
+        let lost = out.dropped.values.reduce(0, +) + (closed ? 0 : out.unwritten.values.reduce(0, +))
+        var lines = s.deferred
+        if let failure = s.logFailure {
+            var text = "\(MonitorOptions.commandName): \(failure)."
+            if let log {
+                text += " The rows written before it are kept, whole"
+                    + (log.isStdout ? "." : " (\(log.name) ends with a complete row); free some space and log to a new file.")
+            }
+            lines.append(text)
         }
-        for line in summary { Console.error(line) }
+        if let log {
+            lines += queue.sync { logSummary(log, s, statistics, out) }
+        }
+        if stdoutIsLog, !(log?.isStdout ?? false), lost > 0 {
+            lines.append("\(MonitorOptions.commandName): stdout did not keep up: \(lost) lines not written ("
+                         + "\(out.dropped.values.reduce(0, +)) dropped while \(WatchSession.stdoutBacklog >> 20) MiB were waiting, "
+                         + "\(closed ? 0 : out.unwritten.values.reduce(0, +)) still waiting at the end)"
+                         + (logsToFile ? "; the log is not affected." : "."))
+        }
+        if closed, stdoutIsLog || display != .none {
+            lines.append("\(MonitorOptions.commandName): stdout was closed (its reader went away)"
+                         + (logsToFile ? "; the log went on." : "; the run ended there."))
+        }
         if verbose {
             for (kind, stats) in statistics {
                 let shown = countsBatches ? s.taken[kind] ?? 0 : s.printed[kind] ?? 0
-                Console.error("\(kind): \(shown) \(countsBatches ? "taken" : "printed"); \(stats.samples) received, \(stats.delivered) delivered, \(stats.coalesced) coalesced")
+                lines.append("\(kind): \(shown) \(countsBatches ? "taken" : "printed"); \(stats.samples) received, \(stats.delivered) delivered, \(stats.coalesced) coalesced")
             }
-            if motion { Console.error("deviceMotion: \(s.motionShown) estimates shown") }
+            if motion { lines.append("deviceMotion: \(s.motionShown) estimates shown") }
+            lines += displaySummary(out, framesDue: framesDue)
         }
-        if s.logFailure != nil { return ExitStatus.ioError }
+        for line in lines { stderr.control(line + "\n") }
+        if s.logFailure != nil || (stdoutIsLog && lost > 0) { return ExitStatus.ioError }
         return (s.failures.first?.error ?? s.motionFailure).map { ExitStatus.of($0) } ?? ExitStatus.success
     }
 
+    /// `--verbose`: what stdout took of what it was given.
+    private func displaySummary(_ out: OutputChannel.Stats, framesDue: Int) -> [String] {
+        if live != nil {
+            let drawn = out.drawn[LiveView.frameSlot] ?? 0
+            return ["live view: \(drawn) frames drawn of \(framesDue) due (\(max(0, framesDue - drawn)) skipped: a newer frame replaced them before the terminal took them)"]
+        }
+        if stdoutIsLog {
+            let written = out.written.values.reduce(0, +)
+            return ["stdout: \(written) lines written, \(out.dropped.values.reduce(0, +)) dropped (backlog full), \(out.unwritten.values.reduce(0, +)) unwritten at the end"]
+        }
+        if linesArePushed {
+            // Offered lines (the newest wins), and with --count queued ones.
+            let queued = out.written.values.reduce(0, +) + out.lost
+            let given = out.offered.values.reduce(0, +) + queued
+            let written = out.drawn.values.reduce(0, +) + out.written.values.reduce(0, +)
+            return ["stdout: \(written) lines written of \(given) (\(out.replaced.values.reduce(0, +)) replaced by a newer one before stdout took them)"]
+        }
+        return []
+    }
+
     /// The log's summary: rows per sensor, samples the kernel dropped (gaps in the timestamps),
-    /// samples this program dropped (received from the library but not written; 0 unless the
-    /// log failed).
-    private func logSummary(_ log: CSVLog, _ s: State, _ statistics: [(SensorKind, UpdateStatistics)]) -> [String] {
+    /// samples this program dropped (received from the library but not written: only after a
+    /// write error, or on stdout when its reader fell behind).
+    private func logSummary(_ log: CSVLog, _ s: State, _ statistics: [(SensorKind, UpdateStatistics)],
+                            _ out: OutputChannel.Stats) -> [String] {
         dispatchPrecondition(condition: .onQueue(queue))
-        var lines = ["\(MonitorOptions.commandName): logged \(log.totalRows) samples to \(log.name)"]
+        let closed = out.outcome == .closed
+        func rows(_ kind: SensorKind) -> Int { log.isStdout ? out.written[kind.tag] ?? 0 : log.rowsWritten(kind) }
+        let total = statistics.reduce(0) { $0 + rows($1.0) }
+        var lines = ["\(MonitorOptions.commandName): logged \(total) samples to \(log.name)"]
         var kernelDrops = false
         for (kind, stats) in statistics {
-            let rows = log.rowsWritten(kind)
+            let rows = rows(kind)
             let handed = s.handed[kind] ?? 0
             let taken = s.taken[kind] ?? 0
             // Received by the library but never handed over (must not happen), plus handed over
-            // within --count but not written (only after a write error).
-            let ours = max(0, stats.samples - handed) + max(0, taken - rows)
+            // within --count but not written (after a write error, or a full backlog on stdout;
+            // not what a closed stdout could no longer take).
+            let unwritten = log.isStdout && closed ? out.dropped[kind.tag] ?? 0 : max(0, taken - rows)
+            let ours = max(0, stats.samples - handed) + unwritten
             let kernel = log.kernelDropped(kind)
             if (kernel ?? 0) > 0 { kernelDrops = true }
             var line = "  \(kind.rawValue.padding(to: 13))  \(labels[kind]?.description ?? "?")  \(rows) written, "
@@ -338,6 +444,9 @@ final class StreamSession: Sendable {
         }
         if kernelDrops {
             lines.append("  (Dropped by the kernel: gaps in the timestamps, where the kernel's buffer overflowed because the reader fell behind; a lower --rate helps.)")
+        }
+        if log.isStdout, out.dropped.values.reduce(0, +) > 0 {
+            lines.append("  (Dropped by motion-monitor: stdout's reader fell more than \(WatchSession.stdoutBacklog >> 20) MiB behind.)")
         }
         return lines
     }

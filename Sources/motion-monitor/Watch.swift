@@ -5,25 +5,35 @@ import Locking
 import Synchronization
 
 /// The continuous mode: streams each requested sensor through the library's streaming API into a
-/// ``StreamSession`` (the live view, lines or JSON, and the `--csv` log), until `--count` readings of
-/// every sensor, `--duration`, SIGINT, SIGTERM or SIGHUP, until every sensor has failed, or until
-/// the log cannot be written.
+/// ``WatchSession`` (the live view, lines or JSON, and the `--csv` log), until `--count` readings of
+/// every sensor, `--duration`, SIGINT, SIGTERM or SIGHUP, until every sensor has failed, until the
+/// log cannot be written, or until stdout closes when there is no log file to keep going for.
 ///
 /// - Lines and JSON with `--interval S` > 0: push handlers, at most one reading per interval per
 ///   sensor, the newest (Core Motion's `startAccelerometerUpdates(to:withHandler:)`).
 /// - The log, the live view, and lines with `--interval 0`: batched handlers with every sample
 ///   the sensor makes, none coalesced (the live view draws the newest of them each frame).
 ///
-/// Handlers run on one serial queue, ``StreamSession/queue``, which owns stdout while streaming.
+/// Handlers run on one serial queue, ``WatchSession/queue``, which writes the log file and hands
+/// everything for stdout and stderr to their ``OutputChannel``s: only their threads ever wait for
+/// a terminal or a pipe. libiio's stderr goes through a ``StderrFilter``.
 ///
 /// Signals: SIGINT, SIGTERM, SIGHUP (and for the live view SIGWINCH, SIGTSTP and SIGCONT) are
 /// blocked before libiio or Dispatch start any thread (threads inherit the mask) and then *waited
 /// for* with `sigtimedwait` on the main thread, so no signal handler runs and nothing calls libiio
-/// or touches the terminal from one (the approach of libiio's own `iio_readdev`). The session wakes
-/// the main thread the same way, with a SIGUSR1 sent to it, when every sensor is done; the main
-/// thread otherwise sleeps, so an idle monitor costs no wake-ups. Every way out (the end, a signal,
-/// an error) goes through the same stop, drain, restore and summary.
+/// or touches the terminal from one (the approach of libiio's own `iio_readdev`). SIGPIPE is
+/// ignored: a closed stdout is an `EPIPE` its channel reports. The session wakes the main thread
+/// the same way, with a SIGUSR1 sent to it, when the run is done; the main thread otherwise
+/// sleeps, so an idle monitor costs no wake-ups.
+///
+/// The end is bounded: every way out (the end, a signal, an error) goes through the same stop
+/// (the library's updates first, so it can restore what it changed on the device), flush of the
+/// log, restore of the terminal and summary, on a thread of its own, done within one second
+/// whatever stdout and stderr do. A second SIGINT, SIGTERM or SIGHUP meanwhile ends at once.
 enum Watch {
+    /// How long after the end is decided the run exits at the latest, whatever stdout does.
+    static let endBudget = 0.9
+
     static func run(_ options: MonitorOptions) -> Int32 {
         let display = Display.choose(options, stdoutIsTerminal: isatty(STDOUT_FILENO) == 1,
                                      environment: environmentVariables())
@@ -31,21 +41,26 @@ enum Watch {
         if case .live = display { live = true }
         var signals = sigset_t()
         sigemptyset(&signals)
-        var waited = [SIGINT, SIGTERM, SIGHUP, StreamSession.wakeSignal]
+        var waited = [SIGINT, SIGTERM, SIGHUP, WatchSession.wakeSignal]
         if live { waited += [SIGWINCH, SIGTSTP, SIGCONT] }
         for s in waited { sigaddset(&signals, s) }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
+        signal(SIGPIPE, SIG_IGN)
 
+        let io = WatchIO(verbose: options.verbose)
         let manager = Monitor.makeManager(options)
         var present = Set<SensorKind>()
         do throws(MotionError) {
             _ = try manager.devices
             present = Set(SensorKind.allCases.filter { manager.sensor($0) != nil })
         } catch {
-            if let report = Report.contextFailure(error, uri: options.uri) { return Monitor.emit(report) }
+            if let report = Report.contextFailure(error, uri: options.uri) { return io.end(io.emit(report)) }
         }
         // Device motion runs when asked for and possible, and when something shows it: under `all`
         // with nothing on stdout (--quiet, --csv -) it would only cost the 100 Hz it needs.
+        // "Possible" is by presence: a sensor that is there but cannot be used (a garbage scale)
+        // makes device motion fail with that sensor's cause, shown where its estimates would be,
+        // while the sensors that work stream.
         let motionAvailable = present.contains(.accelerometer) && present.contains(.gyroscope)
         let motionExplicit = options.sensor == .motion || options.referenceFrame != .arbitrary
         let motion = options.deviceMotion && motionAvailable && (display != .none || options.sensor == .motion)
@@ -53,30 +68,31 @@ enum Watch {
         let (report, kinds) = Report.availability(requested: options.kinds, present: present, optional: optional,
                                                   motion: options.deviceMotion ? (motionAvailable, motionExplicit) : nil)
         if report.status != ExitStatus.success {
-            _ = Monitor.emit(report)
-            if options.device != nil { Console.error(Monitor.noMatchHint(options, manager)) }
-            return report.status
+            _ = io.emit(report)
+            if options.device != nil { io.error(Monitor.noMatchHint(options, manager)) }
+            return io.end(report.status)
         }
-        if options.deviceMotion, motionAvailable, !manager.availableAttitudeReferenceFrames().contains(options.referenceFrame.frame) {
-            return Monitor.emit(Report.frameUnavailable(options.referenceFrame, available: manager.availableAttitudeReferenceFrames()))
+        let frames = Report.frames(present: present)
+        if options.deviceMotion, motionAvailable, !frames.contains(options.referenceFrame.frame) {
+            return io.end(io.emit(Report.frameUnavailable(options.referenceFrame, available: frames)))
         }
         // In the live view the availability messages are shown in place of the panels, and
         // repeated on stderr once the terminal is given back.
-        if !live { _ = Monitor.emit(report) }
-        Console.flush()
+        if !live { _ = io.emit(report) }
 
-        let queue = DispatchQueue(label: "motion-monitor.output")
+        let queue = DispatchQueue(label: "motion-monitor.session")
         var log: CSVLog?
         if let path = options.csv {
             do throws(CSVLog.OpenError) {
-                log = try CSVLog(path: path, force: options.force, append: options.append, queue: queue)
+                log = try CSVLog(path: path, force: options.force, append: options.append, queue: queue, stdout: io.stdout)
             } catch {
-                Console.error(error.message)
-                return error.status
+                io.error(error.message)
+                return io.end(error.status)
             }
         }
-        let session = StreamSession(
-            options: options, queue: queue, display: display, log: log, sensors: kinds.compactMap { manager.sensor($0) },
+        let session = WatchSession(
+            options: options, queue: queue, display: display, stdout: io.stdout, stderr: io.stderr, log: log,
+            sensors: kinds.compactMap { manager.sensor($0) },
             period: { [manager] kind in
                 guard manager.mode(of: kind) == .buffered, let hz = manager.samplingFrequency(of: kind), hz > 0 else { return nil }
                 return 1 / hz
@@ -85,32 +101,38 @@ enum Watch {
             makeLive: { queue in
                 guard case .live(let color, let unicode) = display else { return nil }
                 let shown = options.kinds.filter { present.contains($0) || !optional.contains($0) }
-                return LiveView(queue: queue, style: ScreenStyle(color: color, unicode: unicode), options: options,
+                return LiveView(queue: queue, out: io.stdout, style: ScreenStyle(color: color, unicode: unicode), options: options,
                                 sensors: shown.map { ($0, present.contains($0) ? manager.sensor($0) : nil) },
                                 motion: motion ? options.referenceFrame : nil, log: log)
             })
+        io.stdout.onEnd { [session] outcome in session.stdoutEnded(outcome) }
         for line in report.stderr where live { session.report(line) }
+        Terminal.restoreOnCrash(terminal: live)
         start(kinds, of: manager, options: options, session: session)
         if let view = session.live {
-            Terminal.restoreOnCrash()
             queue.sync { view.start() }
         }
 
         let deadline = options.duration.map { monotonicSeconds() + $0 }
+        var first: (signal: Int32, sender: pid_t, time: Double)?
         waiting: while !session.isFinished {
             var timeout = 3600.0
             if let deadline {
                 timeout = deadline - monotonicSeconds()
                 if timeout <= 0 { break }
             }
-            switch waitForSignal(in: &signals, seconds: timeout) {
+            let (signal, sender) = waitForSignalAndSender(in: &signals, seconds: timeout)
+            switch signal {
             case SIGINT, SIGTERM, SIGHUP:
+                first = (signal, sender, monotonicSeconds())
                 break waiting
             case SIGWINCH:
                 queue.async { session.live?.resize() }
             case SIGTSTP:
-                // Ctrl-Z: give the terminal back, then stop for real (SIGSTOP cannot be caught).
+                // Ctrl-Z: give the terminal back (for at most 0.2 s), then stop for real
+                // (SIGSTOP cannot be caught).
                 queue.sync { session.live?.suspend() }
+                io.stdout.drain(until: monotonicSeconds() + 0.2)
                 kill(getpid(), SIGSTOP)
             case SIGCONT:
                 queue.async { session.live?.resume() }
@@ -118,18 +140,55 @@ enum Watch {
                 continue
             }
         }
+        return end(session, manager: manager, kinds: kinds, io: io, options: options, signals: &signals, first: first)
+    }
 
-        // Stop first (this joins the capture threads while the handlers are still registered),
-        // then drain the queue: every sample the library read before the stop is handled.
-        manager.stopAllUpdates()
-        return session.finish(statistics: kinds.map { ($0, manager.updateStatistics(of: $0)) }, verbose: options.verbose)
+    /// The end, within ``endBudget`` whatever stdout and stderr do: on a thread of its own, stop
+    /// the library's updates (this joins the capture threads while the handlers are still
+    /// registered, and lets the library restore the device), drain the session's queue (every
+    /// sample read before the stop is logged) and close the log, give the terminal back, and let
+    /// stdout and then stderr (the summary) drain until their deadlines. The main thread waits for
+    /// that or for a second SIGINT, SIGTERM or SIGHUP, which ends the run at once (status 128 + the
+    /// signal) once the stop has returned (waiting at most 0.25 s for it), restoring the terminal.
+    ///
+    /// A Ctrl-C reaches every process of the terminal's foreground group: a wrapper that forwards
+    /// it (iio-sim, a supervisor) delivers the same keypress a second time, from another sender,
+    /// moments later. A signal from a sender other than the first one's within 0.5 s is taken
+    /// for that copy, not for a second request.
+    private static func end(_ session: WatchSession, manager: MotionManager, kinds: [SensorKind], io: WatchIO,
+                            options: MonitorOptions, signals: inout sigset_t,
+                            first: (signal: Int32, sender: pid_t, time: Double)?) -> Int32 {
+        let start = monotonicSeconds()
+        let result = Locked<Int32?>(nil)
+        let stopped = DispatchSemaphore(value: 0)
+        let main = pthread_self()
+        startThread("mm-end") {
+            manager.stopAllUpdates()
+            stopped.signal()
+            let statistics = kinds.map { ($0, manager.updateStatistics(of: $0)) }
+            let status = session.finish(statistics: statistics, verbose: options.verbose, until: start + endBudget - 0.25)
+            _ = io.end(status, until: start + endBudget)
+            result.withLock { $0 = status }
+            pthread_kill(main, WatchSession.wakeSignal)
+        }
+        while true {
+            let (signal, sender) = waitForSignalAndSender(in: &signals, seconds: 60)
+            if let status = result.withLock({ $0 }) { return status }
+            if signal == SIGINT || signal == SIGTERM || signal == SIGHUP {
+                if let first, first.sender != sender, monotonicSeconds() - first.time < 0.5 { continue }
+                _ = stopped.wait(timeout: .now() + 0.25)
+                if session.live != nil { writeWithin(STDOUT_FILENO, "\r\n" + Terminal.restore, seconds: 0.1) }
+                _exit(128 + signal)
+            }
+        }
     }
 
     /// Configures the manager and starts every sensor's updates, handlers on the session's queue.
     private static func start(_ kinds: [SensorKind], of manager: MotionManager, options: MonitorOptions,
-                              session: StreamSession) {
+                              session: WatchSession) {
         manager.preferredMode = options.captureMode
-        // Called once per distinct notice (today: a polled fallback, with its reason).
+        // Called once per distinct notice (today: a polled fallback, with its reason), on a
+        // capture thread: the session takes it to its queue.
         manager.noticeHandler = { [session] notice in session.note(notice) }
         // Interval and rate first: changing them restarts running updates. The live view and the
         // log get batches as often as the interval says (every 50 ms with --interval 0).
@@ -215,7 +274,7 @@ enum Watch {
             for (kind, mode, frequency) in setup {
                 session.live?.configure(kind, mode: mode, frequency: frequency)
                 if options.verbose, let mode {
-                    session.report(StreamSession.setupLine(kind, sensor: manager.sensor(kind), mode: mode,
+                    session.report(WatchSession.setupLine(kind, sensor: manager.sensor(kind), mode: mode,
                                                            frequency: frequency, interval: options.interval))
                 }
             }
@@ -224,14 +283,21 @@ enum Watch {
 
     /// Waits up to `seconds` for one of `signals` (blocked); returns it, or 0 on timeout.
     private static func waitForSignal(in signals: inout sigset_t, seconds: Double) -> Int32 {
+        waitForSignalAndSender(in: &signals, seconds: seconds).signal
+    }
+
+    /// Waits up to `seconds` for one of `signals` (blocked); returns it and who sent it (0 for
+    /// the kernel: a terminal's Ctrl-C), or 0 on timeout.
+    private static func waitForSignalAndSender(in signals: inout sigset_t, seconds: Double) -> (signal: Int32, sender: pid_t) {
         let s = max(0, seconds)
         var timeout = timespec(tv_sec: Int(s), tv_nsec: Int((s - s.rounded(.down)) * 1e9))
+        var info = siginfo_t()
         while true {
-            let signal = sigtimedwait(&signals, nil, &timeout)
-            if signal > 0 { return signal }
+            let signal = sigtimedwait(&signals, &info, &timeout)
+            if signal > 0 { return (signal, info._sifields._kill.si_pid) }
             // EINTR (e.g. SIGCONT after a stop) restarts the wait; a retry from the full timeout is
             // harmless because the caller recomputes the deadline. EAGAIN is the timeout.
-            if errno != EINTR { return 0 }
+            if errno != EINTR { return (0, 0) }
         }
     }
 }
@@ -273,4 +339,42 @@ func monotonicSeconds() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
+}
+
+/// stdout's and stderr's channels for one continuous run, and the filter of libiio's stderr:
+/// from the start of the run everything the program says goes through them, so that nothing
+/// (not even a message before streaming) waits for a reader.
+final class WatchIO: Sendable {
+    let stdout: OutputChannel
+    /// Writes to a duplicate of the real stderr (fd 2 itself goes through ``filter``).
+    let stderr: OutputChannel
+    let filter: StderrFilter?
+
+    /// - Parameter verbose: `-v`: libiio's noise line is shown.
+    init(verbose: Bool) {
+        stdout = OutputChannel(fd: STDOUT_FILENO, name: "stdout", limit: WatchSession.stdoutBacklog)
+        let original = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3)
+        stderr = OutputChannel(fd: original >= 0 ? original : STDERR_FILENO, name: "stderr", limit: WatchSession.stderrBacklog)
+        filter = original >= 0 ? StderrFilter(original: original, channel: stderr, hide: !verbose) : nil
+    }
+
+    /// A line for stderr.
+    func error(_ line: String) { stderr.control(line + "\n") }
+
+    /// Queues a report's lines; returns its status.
+    func emit(_ report: Report) -> Int32 {
+        for line in report.stdout { stdout.control(line + "\n") }
+        for line in report.stderr { error(line) }
+        return report.status
+    }
+
+    /// Lets stdout, libiio's last lines and stderr drain until `deadline` at the latest; fd 2 is
+    /// the real stderr again afterwards.
+    /// - Returns: `status`.
+    func end(_ status: Int32, until deadline: Double = monotonicSeconds() + Watch.endBudget) -> Int32 {
+        stdout.finish(until: deadline - 0.1)
+        filter?.finish(until: deadline - 0.05)
+        stderr.finish(until: deadline)
+        return status
+    }
 }

@@ -187,16 +187,9 @@ private enum CSVRuns {
         var description: String { "exit \(status)\n--- stdout\n\(stdout.prefix(1500))\n--- stderr\n\(stderr.prefix(3000))" }
     }
 
-    private static let marker = "@@@ motion-monitor"
+    private static let marker = LogCheck.marker
 
-    private static func script(_ args: [String]) -> String {
-        let quoted = args.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
-        return #"""
-            for f in /sys/bus/iio/devices/*/*; do
-                [ -f "$f" ] && [ -r "$f" ] && printf '%s=%s\n' "$f" "$(cat "$f" 2>/dev/null)"
-            done
-            """# + "\necho '\(marker)'\nexec \(quoted.joined(separator: " "))\n"
-    }
+    private static func script(_ args: [String]) -> String { LogCheck.script(args) }
 
     private static func parseDump(_ dump: String) -> [String: [String: String]] {
         SimHarness.sysfsFiles(dump: dump)
@@ -244,100 +237,8 @@ private enum CSVRuns {
                    path: path, sysfs: parseDump(parts.first ?? ""), streamLog: log, folder: folder, keep: false)
     }
 
-    /// Row i of `rows` is streamed sample i: the same nanosecond timestamp (on CLOCK_MONOTONIC) and
-    /// the values the hand conversion gives, to the last bit the shortest text carries; and every
-    /// streamed sample (written minus unread) has its row.
+    /// Row i of `rows` is streamed sample i, and every streamed sample has its row (``LogCheck``).
     static func compare(_ rows: [CSVRow], with r: Run, sensor: String) throws {
-        guard let device = rows.first?.device else { return }
-        let type = sensor == "accelerometer" ? "accel" : "anglvel"
-        var stream: [(raw: [Int64], ns: Int64?)] = []
-        var clock = ""
-        for (record, bytes) in try SimHarness.sessions(in: r.streamLog, device: device) {
-            let find = { (name: String) in record.elements.first { $0.channel == name } }
-            guard let ex = find("\(type)_x"), let ey = find("\(type)_y"), let ez = find("\(type)_z") else { continue }
-            let axes = try [ex, ey, ez].map { (offset: $0.offset, type: try ScanType(parsing: $0.type)) }
-            let ts = try find("timestamp").map { (offset: $0.offset, type: try ScanType(parsing: $0.type)) }
-            clock = record.clock
-            let raw = Array(bytes)
-            for i in 0..<(raw.count / record.scanSize) {
-                let base = i * record.scanSize
-                stream.append((axes.map { $0.type.decode(raw, at: base + $0.offset) }, ts.map { $0.type.decode(raw, at: base + $0.offset) }))
-            }
-        }
-        #expect(rows.count == stream.count, "\(sensor): \(rows.count) rows, \(stream.count) samples streamed (written minus unread)")
-        var mismatches = 0
-        for (i, (row, sample)) in zip(rows, stream).enumerated() {
-            let want = try #require(convert(sample.raw, sensor: sensor, files: r.sysfs[device] ?? [:]), "no conversion for \(device)")
-            let valuesOK = zip([row.x, row.y, row.z], want).allSatisfy { abs($0 - $1) <= 1e-9 * abs($1) + 1e-12 }
-            let timeOK = clock != "monotonic" || sample.ns == nil || row.nanoseconds == sample.ns
-            if !valuesOK || !timeOK {
-                mismatches += 1
-                if mismatches <= 3 { Issue.record("\(sensor) row \(i): \(row) but sample \(i) is \(want) at \(sample.ns ?? -1) ns") }
-            }
-        }
-        #expect(mismatches == 0, "\(sensor): \(mismatches) rows differ from the stream")
-    }
-
-    /// (raw + offset) · scale, the mount matrix, then Core Motion's −v/g for acceleration.
-    static func convert(_ raw: [Int64], sensor: String, files f: [String: String]) -> [Double]? {
-        let t = sensor == "accelerometer" ? "accel" : "anglvel"
-        func number(_ names: [String], default value: Double) -> Double? {
-            guard let name = names.first(where: { f[$0] != nil }) else { return value }
-            return Double(f[name]!.trimmingCharacters(in: .whitespaces))
-        }
-        var v: [Double] = []
-        for (axis, r) in zip(["x", "y", "z"], raw) {
-            guard let scale = number(["in_\(t)_\(axis)_scale", "in_\(t)_scale", "scale"], default: 1),
-                  let offset = number(["in_\(t)_\(axis)_offset", "in_\(t)_offset", "offset"], default: 0) else { return nil }
-            v.append((Double(r) + offset) * scale)
-        }
-        var m: [[Double]] = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
-        if let text = ["in_\(t)_mount_matrix", "mount_matrix", "in_mount_matrix"].lazy.compactMap({ f[$0] }).first {
-            m = text.split(separator: ";").map { $0.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) } }
-            guard m.count == 3, m.allSatisfy({ $0.count == 3 }) else { return nil }
-        }
-        let rotated = m.map { row in row[0] * v[0] + row[1] * v[1] + row[2] * v[2] }
-        return sensor == "accelerometer" ? rotated.map { -$0 / 9.80665 } : rotated
-    }
-}
-
-/// One row of the log, parsed strictly: nine-decimal timestamp, shortest round-trip numbers.
-private struct CSVRow: CustomStringConvertible {
-    var nanoseconds: Int64
-    var sensor: String
-    var device: String
-    var x: Double, y: Double, z: Double
-    var description: String { "\(nanoseconds) ns \(sensor) \(device) (\(x), \(y), \(z))" }
-
-    init?(line: Substring) {
-        let f = line.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
-        guard f.count == 6, ["accelerometer", "gyroscope"].contains(f[1]), f[2].hasPrefix("iio:device") else { return nil }
-        let t = f[0].split(separator: ".")
-        guard t.count == 2, t[1].count == 9, let s = Int64(t[0]), let frac = Int64(t[1]) else { return nil }
-        let values = f[3...5].compactMap(Double.init)
-        // Shortest round-trip text: what Swift prints for the value is exactly the field.
-        guard values.count == 3, zip(f[3...5], values).allSatisfy({ $0 == $1.description }) else { return nil }
-        nanoseconds = s * 1_000_000_000 + frac
-        sensor = f[1]
-        device = f[2]
-        (x, y, z) = (values[0], values[1], values[2])
-    }
-}
-
-/// A whole log file.
-private struct CSVLogFile {
-    var headerOK: Bool
-    var rows: [CSVRow] = []
-    var bad: [String] = []
-    var endsWithNewline: Bool
-
-    init(text: String) {
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        headerOK = lines.first == "timestamp,sensor,device,x,y,z"
-        endsWithNewline = text.hasSuffix("\n")
-        for line in lines.dropFirst() where !line.isEmpty {
-            if let row = CSVRow(line: line) { rows.append(row) } else { bad.append(String(line)) }
-        }
-        if lines.dropFirst().dropLast().contains("") { bad.append("(an empty line)") }
+        try LogCheck.compare(rows, streamLog: r.streamLog, sysfs: r.sysfs, sensor: sensor)
     }
 }

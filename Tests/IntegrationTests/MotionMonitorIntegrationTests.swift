@@ -16,7 +16,7 @@ import Testing
 /// Every shipped fixture; `fixtureListIsComplete` fails when one is added without being listed here.
 private let fixtures = ["bmi160", "lsm6dsx", "hid-sensor-hub", "mpu6050", "cros-ec", "sense-hat"]
 
-@Suite("motion-monitor under iio-sim", .enabled(if: Tools.ready, Comment(rawValue: Tools.notReadyReason)))
+@Suite("motion-monitor under iio-sim", .timeLimit(.minutes(5)), .enabled(if: Tools.ready, Comment(rawValue: Tools.notReadyReason)))
 struct MotionMonitorIntegrationTests {
     @Test("The fixture list covers fixtures/*.json")
     func fixtureListIsComplete() throws {

@@ -116,6 +116,22 @@ struct MotionMonitorLiveViewTests {
         #expect(end.contains("EXIT=74"), "\(end)")
         #expect(t.cursorVisible == true)
     }
+
+    @Test("A garbage accelerometer scale: its panel and device motion's show the library's cause, the gyroscope streams, the run ends with 74")
+    func brokenAttribute() throws {
+        let t = try LiveRuns.Session(width: 100, height: 45, sim: ["--fixture", "bmi160", "--set", "iio:device0/in_accel_scale=garbage"],
+                                     monitor: [])
+        defer { t.close() }
+        let screen = try t.waitFor { $0.contains("Device motion encountered error:") && $0.contains("Gyroscope") && $0.contains("samples") && !$0.contains(" 0 samples, 0 coalesced, ? lost\n\nDevice") }
+        #expect(screen.contains("Accelerometer encountered error: iio:device0 (bmi160): in_accel_scale"), "\(screen)")
+        #expect(!screen.contains("needs a magnetometer"), "\(screen)")
+        let gyro = screen.components(separatedBy: "Gyroscope  iio:device0 (bmi160)  buffered").dropFirst().first ?? ""
+        #expect(gyro.contains("  x   +0.0000 rad/s") || gyro.contains("  x   -0.0000 rad/s"), "the gyroscope's values: \(screen)")
+        t.keys("C-c")
+        let end = try t.waitFor { $0.contains("EXIT=") }
+        #expect(end.contains("EXIT=74"), "\(end)")
+        #expect(t.cursorVisible == true)
+    }
 }
 
 // MARK: - tmux

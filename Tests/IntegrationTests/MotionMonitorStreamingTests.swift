@@ -251,6 +251,24 @@ struct MotionMonitorStreamingTests {
         #expect(Date().timeIntervalSince(start) < 15, "no hang after the last sensor failed")
     }
 
+    @Test("A sensor with a broken attribute (a garbage scale): the default run streams what works, names the library's cause (device and file), exit 74",
+          .timeLimit(.minutes(1)))
+    func brokenAttribute() throws {
+        let sim = ["--set", "iio:device0/in_accel_scale=garbage"]
+        let r = try Streams.run(fixture: "bmi160", sim: sim, ["--json", "--duration", "2"])
+        #expect(r.status == 74, "\(r)")
+        #expect(!r.stderr.contains("needs a magnetometer"), "no wrong cause: \(r)")
+        let errors = r.stderr.split(separator: "\n")
+        for who in ["Accelerometer", "Device motion"] {
+            #expect(errors.contains { $0.hasPrefix("\(who) encountered error: ") && $0.contains("iio:device0") && $0.contains("in_accel_scale") },
+                    "\(who)'s failure names the device and the file: \(r.stderr)")
+        }
+        #expect(r.lines("accelerometer").isEmpty && r.motion.isEmpty, "\(r)")
+        #expect(r.lines("gyroscope").count >= 10, "the gyroscope streams: \(r)")
+        let once = try Streams.run(fixture: "bmi160", sim: sim, ["--once", "--sensor", "motion"])
+        #expect(once.status == 74 && once.stderr.contains("Device motion encountered error: ") && once.stderr.contains("in_accel_scale"), "\(once)")
+    }
+
     @Test("SIGTERM mid-stream at 1.6 kHz: exit 0, every line whole", .timeLimit(.minutes(1)))
     func sigterm() throws {
         let process = Process()

@@ -1,0 +1,545 @@
+import Dispatch
+@preconcurrency import Glibc // write, poll, pipe2, dup2
+import Synchronization
+
+/// A pthread mutex and condition variable on `CLOCK_MONOTONIC`: what the writer threads wait on.
+final class Condition: @unchecked Sendable { // the pointers are only used through pthread calls, which synchronise
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    init() {
+        precondition(pthread_mutex_init(mutex, nil) == 0)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        precondition(pthread_cond_init(cond, &attributes) == 0)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(cond)
+        pthread_mutex_destroy(mutex)
+        cond.deallocate()
+        mutex.deallocate()
+    }
+
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+    func broadcast() { pthread_cond_broadcast(cond) }
+
+    /// Waits for a broadcast (the mutex held).
+    func wait() { pthread_cond_wait(cond, mutex) }
+
+    /// Waits for a broadcast until `deadline` (``monotonicSeconds()``); false once it has passed.
+    func wait(until deadline: Double) -> Bool {
+        let now = monotonicSeconds()
+        guard deadline > now else { return false }
+        var ts = timespec(tv_sec: Int(deadline), tv_nsec: Int((deadline - deadline.rounded(.down)) * 1e9))
+        return pthread_cond_timedwait(cond, mutex, &ts) != ETIMEDOUT || monotonicSeconds() < deadline
+    }
+}
+
+/// Starts a detached thread (it inherits the caller's signal mask: the watch blocks its signals
+/// before starting any).
+/// - Parameters:
+///   - name: what it is, for the message should it fail to start.
+///   - body: what it runs.
+func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
+    final class Box: @unchecked Sendable { // handed to the new thread once, then owned by it
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+    let box = Unmanaged.passRetained(Box(body)).toOpaque()
+    var attributes = pthread_attr_t()
+    pthread_attr_init(&attributes)
+    pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+    var thread = pthread_t()
+    let rc = pthread_create(&thread, &attributes, { p in
+        Unmanaged<Box>.fromOpaque(p!).takeRetainedValue().body()
+        return nil
+    }, box)
+    pthread_attr_destroy(&attributes)
+    precondition(rc == 0, "pthread_create (\(name)): \(rc)")
+}
+
+/// One output file descriptor (stdout, stderr) with a thread of its own that does every `write(2)`
+/// to it, so that nothing else in the program ever waits for a reader: a stalled pipe, a pager,
+/// Ctrl-S or a slow serial console holds this thread only.
+///
+/// Two kinds of output go through it, in the order given:
+/// - **Display** entries (``offer(_:slot:)``): the live view's frames, interval-capped lines. The
+///   newest wins: an entry still waiting is replaced by a newer one of the same slot, never queued
+///   behind it, so the display costs bounded memory and shows the newest data whenever the reader
+///   takes some.
+/// - **Log** entries (``append(_:tag:items:)``): lines that must all arrive (`--csv -`, lines with
+///   `--interval 0`), and control sequences and messages (``control(_:)``). They wait in a backlog
+///   bounded by ``limit`` bytes; what does not fit is dropped and counted per tag, never silently.
+///
+/// A log entry to a pipe is written in pieces of at most `PIPE_BUF` bytes ending at a newline, so
+/// each piece is atomic: a run that ends while the pipe is full leaves whole lines in it.
+///
+/// Ending: ``finish(until:)`` waits for the backlog to drain until a deadline and counts what is
+/// left; the thread itself may stay blocked in `write(2)` (the process's exit ends it).
+final class OutputChannel: @unchecked Sendable { // every mutable field is guarded by `cond`'s mutex
+    /// How the descriptor is doing.
+    enum Outcome: Equatable, Sendable {
+        case open
+        /// The reader went away (`EPIPE`): a pipe into `head`, a pager quit early.
+        case closed
+        /// Another write error, with its errno (e.g. `ENOSPC`, `EIO` of a terminal that hung up).
+        case failed(Int32)
+    }
+
+    /// Counts per tag (log entries: items are lines) and per slot (display entries).
+    struct Stats: Equatable, Sendable {
+        /// Lines written, per tag.
+        var written: [Int: Int] = [:]
+        /// Lines dropped because the backlog was full, per tag.
+        var dropped: [Int: Int] = [:]
+        /// Lines never written: waiting when ``OutputChannel/finish(until:)``'s deadline passed,
+        /// or given after the descriptor closed or failed, per tag.
+        var unwritten: [Int: Int] = [:]
+        /// Display entries offered, replaced by a newer one before they were written, and written, per slot.
+        var offered: [Int: Int] = [:]
+        var replaced: [Int: Int] = [:]
+        var drawn: [Int: Int] = [:]
+        var outcome: Outcome = .open
+
+        /// Lines of every tag not written (dropped or unwritten).
+        var lost: Int { dropped.values.reduce(0, +) + unwritten.values.reduce(0, +) }
+    }
+
+    /// The descriptor written.
+    let fd: Int32
+    /// What it is called in messages (`stdout`).
+    let name: String
+    /// The most bytes of log entries that may wait.
+    let limit: Int
+    /// The longest piece of a log entry written at once: `PIPE_BUF` for pipes, sockets and
+    /// terminals, so that every piece is atomic or at least short.
+    private let piece: Int
+    /// Whether the descriptor is a terminal (display entries are then paced, see ``pace()``).
+    private let isTerminal: Bool
+
+    private struct Entry {
+        var bytes: [UInt8]
+        /// Display entries: replaced by newer ones of the same slot while waiting.
+        var slot: Int?
+        /// Log entries: counted under this tag, one item per line.
+        var tag: Int?
+        var items: Int
+    }
+
+    private let cond = Condition()
+    private var entries: [Entry] = []
+    private var head = 0
+    private var queuedBytes = 0
+    /// The entry being written, if any: its tag and the lines of it not written yet.
+    private var inFlight: (tag: Int?, left: Int)?
+    private var accepting = true
+    private var stats = Stats()
+    /// Set once ``finish(until:)`` has counted what is left: later counts would disagree with it.
+    private var final = false
+    private var onEnd: (@Sendable (Outcome) -> Void)?
+
+    /// Starts the writer thread.
+    /// - Parameters:
+    ///   - fd: the descriptor (not closed by the channel).
+    ///   - name: e.g. `stdout`.
+    ///   - limit: the bound of the backlog of log entries, in bytes.
+    init(fd: Int32, name: String, limit: Int) {
+        self.fd = fd
+        self.name = name
+        self.limit = limit
+        var info = stat()
+        let regular = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+        piece = regular ? 1 << 20 : Int(PIPE_BUF)
+        isTerminal = isatty(fd) == 1
+        startThread("mm-\(name)") { [self] in run() }
+    }
+
+    /// Called once, on the writer thread, when the descriptor closes or fails.
+    func onEnd(_ handler: @escaping @Sendable (Outcome) -> Void) {
+        cond.lock()
+        onEnd = handler
+        let outcome = stats.outcome
+        cond.unlock()
+        if outcome != .open { handler(outcome) }
+    }
+
+    /// The outcome so far.
+    var outcome: Outcome {
+        cond.lock()
+        defer { cond.unlock() }
+        return stats.outcome
+    }
+
+    /// The counts so far (final once ``finish(until:)`` has returned).
+    var statistics: Stats {
+        cond.lock()
+        defer { cond.unlock() }
+        return stats
+    }
+
+    /// Queues lines that must all arrive.
+    /// - Parameters:
+    ///   - bytes: whole lines.
+    ///   - tag: what they are counted under (e.g. a sensor).
+    ///   - items: how many lines.
+    /// - Returns: false when they were not queued: the backlog is full (counted as dropped) or the
+    ///   descriptor has closed or failed (counted as unwritten).
+    @discardableResult
+    func append(_ bytes: [UInt8], tag: Int, items: Int) -> Bool {
+        cond.lock()
+        defer { cond.unlock() }
+        guard accepting, stats.outcome == .open else {
+            stats.unwritten[tag, default: 0] += items
+            return false
+        }
+        guard queuedBytes + bytes.count <= limit else {
+            stats.dropped[tag, default: 0] += items
+            return false
+        }
+        enqueue(Entry(bytes: bytes, slot: nil, tag: tag, items: items))
+        return true
+    }
+
+    /// Queues bytes that are neither counted nor replaced (escape sequences, messages), in order
+    /// with everything else; they count against the backlog's bound.
+    /// - Parameter force: queue them even over the bound (a few bytes that restore the terminal).
+    /// - Returns: false when they were not queued.
+    @discardableResult
+    func control(_ bytes: [UInt8], force: Bool = false) -> Bool {
+        cond.lock()
+        defer { cond.unlock() }
+        guard accepting, stats.outcome == .open, force || queuedBytes + bytes.count <= limit else { return false }
+        enqueue(Entry(bytes: bytes, slot: nil, tag: nil, items: 0))
+        return true
+    }
+
+    /// ``control(_:force:)`` of text.
+    @discardableResult
+    func control(_ text: String, force: Bool = false) -> Bool { control(Array(text.utf8), force: force) }
+
+    /// Offers a display entry: it replaces the one of the same slot still waiting (unless
+    /// something that must not be reordered was queued after that one), else it waits, one per slot.
+    func offer(_ bytes: [UInt8], slot: Int) {
+        cond.lock()
+        defer { cond.unlock() }
+        guard accepting, stats.outcome == .open else { return }
+        stats.offered[slot, default: 0] += 1
+        var i = entries.count - 1
+        while i >= head {
+            if entries[i].slot == slot {
+                queuedBytes += bytes.count - entries[i].bytes.count
+                entries[i].bytes = bytes
+                stats.replaced[slot, default: 0] += 1
+                return
+            }
+            if entries[i].slot == nil { break }
+            i -= 1
+        }
+        enqueue(Entry(bytes: bytes, slot: slot, tag: nil, items: 1))
+    }
+
+    /// Waits until everything queued so far is written, the descriptor fails, or `deadline`.
+    /// - Returns: true when nothing is left.
+    @discardableResult
+    func drain(until deadline: Double) -> Bool {
+        cond.lock()
+        defer { cond.unlock() }
+        while head < entries.count || inFlight != nil, stats.outcome == .open {
+            if !cond.wait(until: deadline) { break }
+        }
+        return head == entries.count && inFlight == nil
+    }
+
+    /// Accepts nothing more, waits for what is queued until `deadline`, then counts the lines left
+    /// as unwritten.
+    /// - Returns: the final counts.
+    @discardableResult
+    func finish(until deadline: Double) -> Stats {
+        cond.lock()
+        defer { cond.unlock() }
+        accepting = false
+        cond.broadcast()
+        while head < entries.count || inFlight != nil, stats.outcome == .open {
+            if !cond.wait(until: deadline) { break }
+        }
+        if !final {
+            final = true
+            for e in entries[head...] {
+                if let tag = e.tag { stats.unwritten[tag, default: 0] += e.items }
+            }
+            entries.removeAll()
+            head = 0
+            queuedBytes = 0
+            if let (tag, left) = inFlight, let tag, left > 0 { stats.unwritten[tag, default: 0] += left }
+        }
+        return stats
+    }
+
+    // MARK: The writer thread
+
+    /// Under the lock.
+    private func enqueue(_ entry: Entry) {
+        entries.append(entry)
+        queuedBytes += entry.bytes.count
+        cond.broadcast()
+    }
+
+    private func run() {
+        cond.lock()
+        var paced = false
+        while true {
+            while head == entries.count && accepting { cond.wait() }
+            if head == entries.count { break }
+            if isTerminal, !paced, entries[head].slot != nil, accepting {
+                // Let the terminal take what it holds first: the frame written after the wait is
+                // the newest one offered meanwhile.
+                cond.unlock()
+                pace()
+                cond.lock()
+                paced = true
+                continue
+            }
+            paced = false
+            let entry = entries[head]
+            entries[head].bytes = []
+            head += 1
+            if head > 64 && head * 2 > entries.count {
+                entries.removeFirst(head)
+                head = 0
+            }
+            queuedBytes -= entry.bytes.count
+            inFlight = (entry.tag, entry.items)
+            cond.unlock()
+            let error = write(entry)
+            cond.lock()
+            if let error {
+                // The lines of this entry that did not make it are unwritten too.
+                if !final, let (tag, left) = inFlight, let tag, left > 0 { stats.unwritten[tag, default: 0] += left }
+                inFlight = nil
+                end(error == EPIPE ? .closed : .failed(error))
+                return
+            }
+            inFlight = nil
+            if let slot = entry.slot, !final { stats.drawn[slot, default: 0] += 1 }
+            cond.broadcast()
+        }
+        cond.broadcast()
+        cond.unlock()
+    }
+
+    /// Waits (at most 0.2 s) until the terminal's driver holds less than 1 KiB not yet sent
+    /// (`TIOCOUTQ`). On a serial line a frame then goes out within one frame's time, instead of
+    /// queuing behind the several kilobytes the driver buffers (seconds at 115200 baud): the view
+    /// stays current and the last frame and the terminal's restore get out quickly at the end.
+    /// A pty reports 0: no wait.
+    private func pace() {
+        let deadline = monotonicSeconds() + 0.2
+        var queued: Int32 = 0
+        while ioctl(fd, UInt(TIOCOUTQ), &queued) == 0, queued > 1024, monotonicSeconds() < deadline {
+            usleep(5000)
+        }
+    }
+
+    /// Under the lock, on a write error: everything waiting is unwritten; the handler is called
+    /// (after the lock is released).
+    private func end(_ outcome: Outcome) {
+        stats.outcome = outcome
+        if !final {
+            for e in entries[head...] {
+                if let tag = e.tag { stats.unwritten[tag, default: 0] += e.items }
+            }
+        }
+        entries.removeAll()
+        head = 0
+        queuedBytes = 0
+        accepting = false
+        let handler = onEnd
+        cond.broadcast()
+        cond.unlock()
+        handler?(outcome)
+    }
+
+    /// Writes one entry; returns the errno that stopped it, or nil.
+    private func write(_ entry: Entry) -> Int32? {
+        entry.bytes.withUnsafeBufferPointer { all -> Int32? in
+            guard let base = all.baseAddress else { return nil }
+            var offset = 0
+            while offset < all.count {
+                var end = all.count
+                if entry.tag != nil, end - offset > piece {
+                    let window = UnsafeBufferPointer(rebasing: all[offset..<(offset + piece)])
+                    end = window.lastIndex(of: UInt8(ascii: "\n")).map { offset + $0 + 1 } ?? offset + piece
+                }
+                var p = offset
+                while p < end {
+                    let n = Glibc.write(fd, base + p, end - p)
+                    if n > 0 {
+                        p += n
+                    } else if n < 0 && errno == EINTR {
+                        continue
+                    } else if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                        // A descriptor someone made non-blocking: wait until it takes more.
+                        var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                        _ = poll(&pfd, 1, 1000)
+                    } else {
+                        return n == 0 ? EIO : errno
+                    }
+                }
+                if let tag = entry.tag {
+                    let lines = UnsafeBufferPointer(rebasing: all[offset..<end]).count(where: { $0 == UInt8(ascii: "\n") })
+                    cond.lock()
+                    if !final { stats.written[tag, default: 0] += lines }
+                    if let left = inFlight?.left { inFlight?.left = left - lines }
+                    cond.unlock()
+                }
+                offset = end
+            }
+            return nil
+        }
+    }
+}
+
+/// Writes `bytes` to `fd` from a thread of its own and waits at most `seconds` for it: for the
+/// last words of a run that must end now (the terminal's restore after a second Ctrl-C).
+func writeWithin(_ fd: Int32, _ text: String, seconds: Double) {
+    let done = DispatchSemaphore(value: 0)
+    let bytes = Array(text.utf8)
+    startThread("mm-last-words") {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBufferPointer { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            offset += n
+        }
+        done.signal()
+    }
+    _ = done.wait(timeout: .now() + seconds)
+}
+
+/// libiio 0.2x prints `WARNING: High-speed mode not enabled` on stderr each time a buffer is
+/// created on a mainline kernel (it only goes away at libiio's build time). This routes fd 2
+/// through a pipe and a small forwarding thread that drops exactly that line (unless `-v`) and
+/// hands every other line to the stderr channel, so that libiio's other messages still reach
+/// the user, in order.
+///
+/// The forwarder never writes itself: it hands lines to the channel (which never blocks), so a
+/// stalled stderr cannot fill the pipe and block a libiio call (and with it the capture and the
+/// log). ``finish(until:)`` puts the real stderr back on fd 2, forwards what the pipe still holds,
+/// and waits at most until a deadline.
+final class StderrFilter: Sendable {
+    /// The line hidden (without its newline).
+    static let noise = "WARNING: High-speed mode not enabled"
+
+    private let readEnd: Int32
+    /// The descriptor routed through the pipe: fd 2 (another one in the tests).
+    private let target: Int32
+    /// A descriptor of the real stderr (what the channel writes to).
+    private let original: Int32
+    private let channel: OutputChannel
+    private let hide: Bool
+    private let done = DispatchSemaphore(value: 0)
+    private let hiddenCount = Atomic<Int>(0)
+    private let finished = Atomic<Bool>(false)
+
+    /// Routes fd 2 through the filter.
+    /// - Parameters:
+    ///   - target: the descriptor to route (fd 2; another one in the tests).
+    ///   - original: a duplicate of the real stderr, which `channel` writes to.
+    ///   - channel: where the other lines go.
+    ///   - hide: drop the noise line (false with `-v`).
+    /// - Returns: nil when fd 2 cannot be redirected (then nothing changed).
+    init?(target: Int32 = STDERR_FILENO, original: Int32, channel: OutputChannel, hide: Bool) {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { return nil }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        guard dup2(ends[1], target) >= 0 else {
+            Glibc.close(ends[0])
+            Glibc.close(ends[1])
+            return nil
+        }
+        Glibc.close(ends[1])
+        // Non-blocking, so the crash handler can take what is left without waiting.
+        _ = fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK)
+        readEnd = ends[0]
+        self.target = target
+        self.original = original
+        self.channel = channel
+        self.hide = hide
+        if target == STDERR_FILENO { crashStderr = (original, ends[0]) }
+        startThread("mm-stderr-in") { [self] in forward() }
+    }
+
+    /// How many noise lines were dropped.
+    var hidden: Int { hiddenCount.load(ordering: .relaxed) }
+
+    /// Puts the real stderr back on fd 2 and waits (until `deadline`) for the forwarder to pass on
+    /// what the pipe still holds.
+    func finish(until deadline: Double) {
+        guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if target == STDERR_FILENO { crashStderr.pipe = -1 }
+        // The pipe's write end was only on the target: the forwarder now reads to the end of it.
+        _ = dup2(original, target)
+        _ = done.wait(timeout: .now() + max(0, deadline - monotonicSeconds()))
+    }
+
+    private func forward() {
+        var pending: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        loop: while true {
+            var pfd = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
+            // A line without its newline yet is passed on after 100 ms of silence.
+            let ready = poll(&pfd, 1, pending.isEmpty ? -1 : 100)
+            if ready == 0 {
+                pass(pending[...])
+                pending.removeAll()
+                continue
+            }
+            if ready < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            let n = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress!, $0.count) }
+            if n > 0 {
+                pending += buffer[0..<n]
+                var start = 0
+                while let nl = pending[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                    pass(pending[start...nl])
+                    start = nl + 1
+                }
+                pending.removeFirst(start)
+            } else if n == 0 {
+                break loop
+            } else if errno != EINTR && errno != EAGAIN {
+                break loop
+            }
+        }
+        if !pending.isEmpty { pass(pending[...]) }
+        done.signal()
+    }
+
+    /// One line (with its newline, if it has one).
+    private func pass(_ line: ArraySlice<UInt8>) {
+        guard !line.isEmpty else { return }
+        if hide, Self.isNoise(line) {
+            hiddenCount.add(1, ordering: .relaxed)
+            return
+        }
+        channel.control(Array(line))
+    }
+
+    /// Whether a line is exactly the noise (trailing CR or spaces allowed).
+    static func isNoise(_ line: ArraySlice<UInt8>) -> Bool {
+        var end = line.endIndex
+        while end > line.startIndex, [UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: " ")].contains(line[end - 1]) { end -= 1 }
+        return line[line.startIndex..<end].elementsEqual(noise.utf8)
+    }
+}
+
+/// What the crash handler needs to put stderr back (a trap's message, Swift's backtrace): set
+/// before the filter starts, read only by the handler (async-signal-safe calls only).
+nonisolated(unsafe) var crashStderr: (original: Int32, pipe: Int32) = (-1, -1) // written before the crash handler is installed or on the main thread; read in a signal handler
