@@ -43,7 +43,7 @@ let package = Package(
         // A lock ThreadSanitizer understands (see Locked.swift for why not Synchronization.Mutex).
         .target(name: "Locking", swiftSettings: swiftSettings),
         .target(name: "IIOMotion", dependencies: ["CIIOShim", "Locking"], swiftSettings: swiftSettings),
-        .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "Locking"], swiftSettings: swiftSettings,
+        .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "MotionMQTT", "Locking"], swiftSettings: swiftSettings,
                           linkerSettings: staticRuntime),
         // Library scenarios the integration tests run inside iio-sim (a test process cannot enter
         // the simulator's namespaces itself); not a product.

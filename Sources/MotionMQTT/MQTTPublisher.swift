@@ -255,7 +255,7 @@ public final class MQTTPublisher: Sendable {
                 if mosq == nil {
                     if !connect() {
                         waitForWake(seconds: backoff)
-                        backoff = min(backoff * 2, 4)
+                        backoff = min(backoff * 2, 2)
                         continue
                     }
                 }

@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import MotionMQTT
 import Locking
-import Dispatch
 
 // motion-collect: every board's samples from an MQTT broker into one CSV or JSON-lines log.
 
@@ -61,38 +60,36 @@ if !options.json, !writeAll(Collector.csvHeader + "\n") {
     say("motion-collect: writing \(options.outputPath) failed: \(String(cString: strerror(errno)))"); exit(74)
 }
 
-let ended = DispatchSemaphore(value: 0)
+// Ctrl-C, SIGTERM and SIGHUP are blocked here (the network thread inherits the mask) and waited
+// for in the main loop with sigtimedwait: no signal handler runs.
+var endSignals = sigset_t()
+sigemptyset(&endSignals)
+for sig in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&endSignals, sig) }
+pthread_sigmask(SIG_BLOCK, &endSignals, nil)
+
 let subscriber: MQTTSubscriber
 do {
     subscriber = try MQTTSubscriber(broker: options.broker, clientID: options.clientID ?? "motion-collect-\(options.broker.prefix)",
                                     caFile: options.caFile) { message in
-        let failed: Bool = state.withLock { s in
-            guard s.writeError == nil else { return false }
+        state.withLock { s in
+            guard s.writeError == nil else { return }
             let text = s.collector.take(message, now: now())
-            if !text.isEmpty, !writeAll(text) { s.writeError = String(cString: strerror(errno)); return true }
-            return false
+            if !text.isEmpty, !writeAll(text) { s.writeError = String(cString: strerror(errno)) }
         }
-        if failed { ended.signal() }
     }
 } catch {
     say("motion-collect: \(error)")
     exit(78)
 }
 
-// Ends at Ctrl-C, SIGTERM, SIGHUP or --duration.
-for sig in [SIGINT, SIGTERM, SIGHUP] { signal(sig, SIG_IGN) }
-var sources: [any DispatchSourceSignal] = []
-for sig in [SIGINT, SIGTERM, SIGHUP] {
-    let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-    source.setEventHandler { ended.signal() }
-    source.resume()
-    sources.append(source)
-}
+// Ends at Ctrl-C, SIGTERM, SIGHUP, --duration, or a failed write.
 let showTable = options.table ?? (isatty(2) == 1)
 let deadline = options.duration.map { now() + $0 }
 var status: Int32 = 0
 while true {
-    if ended.wait(timeout: .now() + 1) == .success { break }
+    var second = timespec(tv_sec: 1, tv_nsec: 0)
+    if sigtimedwait(&endSignals, nil, &second) > 0 { break }
+    if state.withLock({ $0.writeError != nil }) { break }
     if let deadline, now() >= deadline { break }
     let s = subscriber.state
     if let failure = s.failure {

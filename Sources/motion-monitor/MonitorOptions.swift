@@ -1,4 +1,5 @@
 import IIOMotion
+import MotionMQTT
 
 /// What the command line asked for. Built by a pure parser, ``init(arguments:)``, so tests can
 /// check every option without starting a process.
@@ -136,6 +137,30 @@ struct MonitorOptions: Equatable, Sendable {
     /// `--quiet`: no readings on stdout (with `--csv FILE`, the log is the only output).
     var quiet = false
 
+    /// `--mqtt`: publish every sample to this broker (`mqtt[s]://[user[:password]@]host[:port]/PREFIX`).
+    var mqtt: BrokerAddress?
+    /// `--board`: the board's name in MQTT topics (default: the host name).
+    var board: String?
+    /// `--mqtt-format`: the payload form.
+    var mqttFormat: MQTTFormat = .json
+    /// `--mqtt-ca-file`, `--mqtt-cert`, `--mqtt-key`: TLS files for `mqtts://`.
+    var mqttCAFile: String?
+    var mqttCertificate: String?
+    var mqttKey: String?
+    /// `--mqtt-spool`: the file samples go to while the broker is away and memory is full.
+    var mqttSpool: String?
+    /// `--mqtt-require`: end (exit 69) when the broker cannot be reached at start, instead of
+    /// spooling until it can.
+    var mqttRequire = false
+
+    /// The payload of `--mqtt` messages.
+    enum MQTTFormat: String, Sendable, CaseIterable {
+        /// The `--json` objects, one per line.
+        case json
+        /// InfluxDB line protocol, one point per sample.
+        case influx
+    }
+
     /// True when `--csv -` sends the log to stdout.
     var csvToStdout: Bool { csv == "-" }
 
@@ -261,6 +286,28 @@ struct MonitorOptions: Equatable, Sendable {
             case .append: append = true
             case .noColor: noColor = true
             case .quiet: quiet = true
+            case .mqtt:
+                guard let value else { throw UsageError("'--mqtt' needs a broker URL such as mqtt://host/PREFIX") }
+                do throws(BrokerAddressError) { mqtt = try BrokerAddress(parsing: value) } catch { throw UsageError("\(error)") }
+            case .board:
+                guard let value, !value.isEmpty, BrokerAddress.topicProblem(value) == nil, !value.contains("/") else {
+                    throw UsageError("invalid value '\(value ?? "")' for '--board' (a name for one topic level: no /, + or #)")
+                }
+                board = value
+            case .mqttFormat:
+                guard let value, let format = MQTTFormat(rawValue: value) else {
+                    throw UsageError("invalid value '\(value ?? "")' for '--mqtt-format' (expected one of: json, influx)")
+                }
+                mqttFormat = format
+            case .mqttCAFile, .mqttCertificate, .mqttKey, .mqttSpool:
+                guard let value, !value.isEmpty else { throw UsageError("'\(name)' needs a file name") }
+                switch spec.effect {
+                case .mqttCAFile: mqttCAFile = value
+                case .mqttCertificate: mqttCertificate = value
+                case .mqttKey: mqttKey = value
+                default: mqttSpool = value
+                }
+            case .mqttRequire: mqttRequire = true
             }
             if spec.continuousOnly, streamingFlag == nil { streamingFlag = name }
         }
@@ -294,6 +341,18 @@ struct MonitorOptions: Equatable, Sendable {
         if csvToStdout && json {
             throw UsageError("'--json' and '--csv -' both write to stdout; give '--csv' a file name")
         }
+        if mqtt == nil {
+            for (flag, set) in [("--board", board != nil), ("--mqtt-format", mqttFormat != .json), ("--mqtt-ca-file", mqttCAFile != nil),
+                                ("--mqtt-cert", mqttCertificate != nil), ("--mqtt-key", mqttKey != nil),
+                                ("--mqtt-spool", mqttSpool != nil), ("--mqtt-require", mqttRequire)] where set {
+                throw UsageError("'\(flag)' applies to publishing and needs '--mqtt <url>'")
+            }
+        } else if sensor == .motion {
+            throw UsageError("'--mqtt' publishes sensor samples; device motion alone ('--sensor motion') has none to publish")
+        }
+        if (mqttCertificate == nil) != (mqttKey == nil) {
+            throw UsageError("'--mqtt-cert' and '--mqtt-key' go together (a client certificate and its key)")
+        }
     }
 
     /// A plain decimal number such as `0.05`, `10` or `1e-3`: no sign, no hexadecimal, no `inf` or
@@ -323,6 +382,7 @@ extension MonitorOptions {
         case mode(Mode), json, si, uri, device, sensor, referenceFrame
         case interval, rate, count, duration, captureMode, verbose
         case csv, force, append, noColor, quiet
+        case mqtt, board, mqttFormat, mqttCAFile, mqttCertificate, mqttKey, mqttSpool, mqttRequire
     }
 
     /// One option: its spellings, its value's name if it takes one, and its help.
@@ -336,6 +396,7 @@ extension MonitorOptions {
         var continuousOnly: Bool {
             switch effect {
             case .interval, .rate, .count, .duration, .captureMode, .csv, .force, .append, .quiet: true
+            case .mqtt, .board, .mqttFormat, .mqttCAFile, .mqttCertificate, .mqttKey, .mqttSpool, .mqttRequire: true
             default: false
             }
         }
@@ -385,6 +446,21 @@ extension MonitorOptions {
              effect: .csv),
         Spec(names: ["--force"], help: "Let --csv replace a file that exists.", effect: .force),
         Spec(names: ["--append"], help: "Add rows to the --csv file if it exists, without a second header.", effect: .append),
+        Spec(names: ["--mqtt"], valueName: "url",
+             help: "Also publish every sample to an MQTT broker, mqtt[s]://[user[:password]@]host[:port]/PREFIX, at QoS 1, one message per sensor per batch on PREFIX/<board>/<sensor>, with a retained PREFIX/<board>/status. While the broker is away samples wait, in order, in memory and then in a spool file, and are sent when it is back (motion-collect gathers every board into one log).",
+             effect: .mqtt),
+        Spec(names: ["--board"], valueName: "name", help: "The board's name in MQTT topics (default: the host name).", effect: .board),
+        Spec(names: ["--mqtt-format"], valueName: "format",
+             help: "The MQTT payload: json (the --json objects, one per line) or influx (InfluxDB line protocol, wall-clock time) (default: json).",
+             effect: .mqttFormat),
+        Spec(names: ["--mqtt-ca-file"], valueName: "file", help: "The CA certificate that vouches for an mqtts:// broker (default: the system's).", effect: .mqttCAFile),
+        Spec(names: ["--mqtt-cert"], valueName: "file", help: "A client certificate (PEM) for an mqtts:// broker that asks for one.", effect: .mqttCertificate),
+        Spec(names: ["--mqtt-key"], valueName: "file", help: "The client certificate's key (PEM).", effect: .mqttKey),
+        Spec(names: ["--mqtt-spool"], valueName: "file",
+             help: "Where samples go while the broker is away and 16 MiB of memory are full, up to 1 GiB (default: a file in $XDG_RUNTIME_DIR or /var/tmp, removed at the end).",
+             effect: .mqttSpool),
+        Spec(names: ["--mqtt-require"], help: "End with status 69 when the broker cannot be reached within 5 s of the start, instead of spooling until it can.",
+             effect: .mqttRequire),
         Spec(names: ["-q", "--quiet"], help: "Print no readings on stdout: with --csv FILE the log is the only output.", effect: .quiet),
         Spec(names: ["--no-color"], help: "No colour in the live view (also when NO_COLOR is set or TERM is dumb).", effect: .noColor),
         Spec(names: ["-v", "--verbose"], help: "Say on stderr how each sensor is read (mode, sampling frequency) and, at the end, how many samples it delivered.",

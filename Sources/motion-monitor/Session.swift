@@ -74,6 +74,8 @@ final class WatchSession: Sendable {
     let queue: DispatchQueue
     /// `--csv`, once opened.
     let log: CSVLog?
+    /// `--mqtt`: every sample taken is published too.
+    let mqtt: MQTTSink?
     /// The live view, when ``Display/live(color:unicode:)``.
     let live: LiveView?
     /// How readings are shown.
@@ -114,6 +116,8 @@ final class WatchSession: Sendable {
         var failures: [(kind: SensorKind, error: MotionError)] = []
         /// Why the log (or stdout carrying every sample) stopped.
         var logFailure: String?
+        /// Why publishing had to end the run (credentials, TLS), with its status.
+        var mqttFailure: MQTTSink.StartError?
         /// Messages for stderr held back while the live view owns the terminal.
         var deferred: [String] = []
         /// Device motion estimates shown, and whether it reached `--count` or failed.
@@ -138,13 +142,14 @@ final class WatchSession: Sendable {
     ///   - motion: whether device motion runs (its estimates come through ``motion(_:)``).
     ///   - makeLive: builds the live view on the queue, or returns nil.
     init(options: MonitorOptions, queue: DispatchQueue, display: Display, stdout: OutputChannel, stderr: OutputChannel,
-         log: CSVLog?, sensors: [SensorInfo], period: @escaping @Sendable (SensorKind) -> Double?, mainThread: pthread_t,
+         log: CSVLog?, mqtt: MQTTSink? = nil, sensors: [SensorInfo], period: @escaping @Sendable (SensorKind) -> Double?, mainThread: pthread_t,
          motion: Bool = false, makeLive: (DispatchQueue) -> LiveView?) {
         self.queue = queue
         self.display = display
         self.stdout = stdout
         self.stderr = stderr
         self.log = log
+        self.mqtt = mqtt
         units = options.units
         limit = options.count
         bufferedOnly = options.captureMode == .buffered
@@ -158,7 +163,7 @@ final class WatchSession: Sendable {
         linesArePushed = showsLines && options.interval > 0
         stdoutIsLog = options.csvToStdout || (showsLines && options.interval == 0)
         live = makeLive(queue)
-        wantsBatches = log != nil || live != nil || (showsLines && options.interval == 0)
+        wantsBatches = log != nil || mqtt != nil || live != nil || (showsLines && options.interval == 0)
     }
 
     /// True once every sensor has reached its count or failed, the log failed, or stdout went
@@ -166,10 +171,10 @@ final class WatchSession: Sendable {
     var isFinished: Bool { finished.load(ordering: .acquiring) }
 
     /// Whether `--count` is counted on batches (every sample) rather than on printed lines.
-    private var countsBatches: Bool { log != nil || live != nil || !linesArePushed }
+    private var countsBatches: Bool { log != nil || mqtt != nil || live != nil || !linesArePushed }
 
     /// Whether the run goes on without stdout: a log file is written to its end condition.
-    private var logsToFile: Bool { log.map { !$0.isStdout } ?? false }
+    private var logsToFile: Bool { log.map { !$0.isStdout } ?? false || mqtt != nil }
 
     // MARK: Deliveries (on the queue)
 
@@ -199,6 +204,16 @@ final class WatchSession: Sendable {
                     s.done.formUnion(labels.keys)
                 }
                 live?.logStopped(failure)
+            }
+        }
+        if let mqtt, !slice.isEmpty {
+            mqtt.append(slice, of: kind, device: label.id)
+            if let problem = mqtt.startProblem() {
+                let first = state.withLock { s -> Bool in
+                    defer { s.mqttFailure = s.mqttFailure ?? problem; s.done.formUnion(labels.keys) }
+                    return s.mqttFailure == nil
+                }
+                if first { live?.logStopped(problem.message) }
             }
         }
         live?.update(kind, slice, received: samples.count)
@@ -372,6 +387,14 @@ final class WatchSession: Sendable {
         if let log {
             lines += queue.sync { logSummary(log, s, statistics, out) }
         }
+        var mqttStatus = ExitStatus.success
+        if let mqtt {
+            // What the broker has not taken yet (a backlog from an outage) gets up to
+            // MQTTSink.flushSeconds: the log is closed by now, and a second Ctrl-C still ends at once.
+            let (line, status) = mqtt.finish(seconds: max(MQTTSink.flushSeconds, deadline - monotonicSeconds()))
+            lines.append(line)
+            mqttStatus = status
+        }
         if stdoutIsLog, !(log?.isStdout ?? false), lost > 0 {
             lines.append("\(MonitorOptions.commandName): stdout did not keep up: \(lost) lines not written ("
                          + "\(out.dropped.values.reduce(0, +)) dropped while \(WatchSession.stdoutBacklog >> 20) MiB were waiting, "
@@ -392,6 +415,8 @@ final class WatchSession: Sendable {
         }
         for line in lines { stderr.control(line + "\n") }
         if s.logFailure != nil || (stdoutIsLog && lost > 0) { return ExitStatus.ioError }
+        if let failure = s.mqttFailure { return failure.status }
+        if mqttStatus != ExitStatus.success { return mqttStatus }
         return (s.failures.first?.error ?? s.motionFailure).map { ExitStatus.of($0) } ?? ExitStatus.success
     }
 

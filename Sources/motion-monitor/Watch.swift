@@ -90,8 +90,18 @@ enum Watch {
                 return io.end(error.status)
             }
         }
+        var mqtt: MQTTSink?
+        if let broker = options.mqtt {
+            do throws(MQTTSink.StartError) {
+                mqtt = try MQTTSink(options: options, broker: broker)
+            } catch {
+                queue.sync { log?.close() }
+                io.error(error.message)
+                return io.end(error.status)
+            }
+        }
         let session = WatchSession(
-            options: options, queue: queue, display: display, stdout: io.stdout, stderr: io.stderr, log: log,
+            options: options, queue: queue, display: display, stdout: io.stdout, stderr: io.stderr, log: log, mqtt: mqtt,
             sensors: kinds.compactMap { manager.sensor($0) },
             period: { [manager] kind in
                 guard manager.mode(of: kind) == .buffered, let hz = manager.samplingFrequency(of: kind), hz > 0 else { return nil }
@@ -167,7 +177,8 @@ enum Watch {
             stopped.signal()
             let statistics = kinds.map { ($0, manager.updateStatistics(of: $0)) }
             let status = session.finish(statistics: statistics, verbose: options.verbose, until: start + endBudget - 0.25)
-            _ = io.end(status, until: start + endBudget)
+            // Past the budget only when --mqtt waited for its broker: stderr still gets its moment.
+            _ = io.end(status, until: max(start + endBudget, monotonicSeconds() + 0.25))
             result.withLock { $0 = status }
             pthread_kill(main, WatchSession.wakeSignal)
         }

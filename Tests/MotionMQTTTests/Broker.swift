@@ -7,6 +7,8 @@ final class Broker: @unchecked Sendable { // used by one test at a time; `proces
     let port: Int
     let directory: URL
     var extraConfig: String
+    /// The addresses it listens on (the same port on each; "" for every address).
+    var listenAddresses = ["127.0.0.1"]
     private var pid: pid_t?
 
     static let binary = "/usr/sbin/mosquitto"
@@ -35,7 +37,7 @@ final class Broker: @unchecked Sendable { // used by one test at a time; `proces
     func start() throws {
         let config = """
             user \(getuid() == 0 ? "root" : String(cString: getpwuid(getuid())!.pointee.pw_name))
-            listener \(port) 127.0.0.1
+            \(listenAddresses.map { "listener \(port) \($0)" }.joined(separator: "\n"))
             persistence true
             persistence_location \(directory.path)/
             autosave_interval 1
@@ -76,7 +78,7 @@ final class Broker: @unchecked Sendable { // used by one test at a time; `proces
 
     /// Starts `argv` with default signal handling and an empty signal mask (a test process's
     /// threads may block or ignore signals, and exec would pass that on), output to /dev/null.
-    static func spawn(_ argv: [String]) throws -> pid_t {
+    static func spawn(_ argv: [String], stdout: String = "/dev/null", stderr: String = "/dev/null") throws -> pid_t {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -88,8 +90,9 @@ final class Broker: @unchecked Sendable { // used by one test at a time; `proces
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         var cArgs = argv.map { strdup($0) } + [nil]
         defer { for a in cArgs { free(a) } }
         var child: pid_t = 0

@@ -1,0 +1,160 @@
+import Foundation
+import Testing
+@testable import MotionMQTT
+
+/// motion-monitor --mqtt on simulated boards (iio-sim) into a real mosquitto, gathered by
+/// motion-collect: the collector's rows are compared with each board's own --csv log (which the
+/// motion-monitor suites compare with every sample the simulator streamed).
+@Suite("motion-monitor --mqtt and motion-collect: many boards, one collector", .serialized)
+struct FleetTests {
+    static let products = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    static func product(_ name: String) -> String { products.appendingPathComponent(name).path }
+
+    /// Whether the products and the simulator's namespaces are there (under CI=true, a failure).
+    static func ready() -> Bool {
+        guard Broker.available() else { return false }
+        var why = ""
+        for name in ["iio-sim", "motion-monitor", "motion-collect"] where !FileManager.default.isExecutableFile(atPath: product(name)) {
+            why = "\(product(name)) is not built (swift build)"
+        }
+        if why.isEmpty, (try? Broker.run([product("iio-sim"), "--fixture", "bmi160", "--", "/bin/true"])) != 0 {
+            why = "iio-sim cannot create its namespaces on this machine"
+        }
+        if why.isEmpty, getuid() != 0 || !FileManager.default.isExecutableFile(atPath: "/usr/bin/nsenter")
+            || !(FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") || FileManager.default.isExecutableFile(atPath: "/sbin/ip")) {
+            why = "a board's network (a veth pair into iio-sim's network namespace) needs root, ip (iproute2) and nsenter"
+        }
+        guard !why.isEmpty else { return true }
+        if ProcessInfo.processInfo.environment["CI"] == "true" { Issue.record("\(why): required under CI=true") } else { print("skipping: \(why)") }
+        return false
+    }
+
+    static let ip = FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") ? "/usr/sbin/ip" : "/sbin/ip"
+
+    /// Starts a board: iio-sim (its own network namespace) running motion-monitor, and a veth pair
+    /// between that namespace (10.77.N.2) and this one (10.77.N.1), where the broker listens.
+    static func startBoard(_ n: Int, dir: String, port: Int, extra: [String], duration: Int, credentials: String = "") throws -> pid_t {
+        let pid = try Broker.spawn([product("iio-sim"), "--fixture", "bmi160", "--motion", "rotate:axis=z,dps=90", "--accel-noise", "0.05",
+                                    "--", product("motion-monitor"), "--quiet", "--csv", "\(dir)/log.csv", "--rate", "800",
+                                    "--duration", "\(duration)", "--mqtt", "mqtt://\(credentials)10.77.\(n).1:\(port)/fleet", "--board", "b\(n)",
+                                    "--mqtt-spool", "\(dir)/spool"] + extra, stderr: "\(dir)/err")
+        // unshare execs in place: the pid enters its network namespace moments after the spawn.
+        let mine = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/net")
+        let deadline = Date().addingTimeInterval(10)
+        func namespace() -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/ns/net") }
+        while namespace() == nil || namespace() == mine, Date() < deadline { usleep(5_000) }
+        _ = try Broker.run([ip, "link", "del", "mqh\(n)"])
+        for argv in [[ip, "link", "add", "mqh\(n)", "type", "veth", "peer", "name", "mqb\(n)", "netns", "\(pid)"],
+                     [ip, "addr", "add", "10.77.\(n).1/24", "dev", "mqh\(n)"], [ip, "link", "set", "mqh\(n)", "up"],
+                     ["/usr/bin/nsenter", "-t", "\(pid)", "-n", ip, "addr", "add", "10.77.\(n).2/24", "dev", "mqb\(n)"],
+                     ["/usr/bin/nsenter", "-t", "\(pid)", "-n", ip, "link", "set", "mqb\(n)", "up"]] {
+            let status = try Broker.run(argv)
+            if status != 0 { throw Broker.BrokerError.didNotStart("\(argv.joined(separator: " ")): exit \(status)") }
+        }
+        return pid
+    }
+
+    static func wait(_ pid: pid_t, seconds: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(seconds)
+        var status: Int32 = 0
+        while Date() < deadline {
+            if waitpid(pid, &status, WNOHANG) == pid { return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
+            usleep(20_000)
+        }
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
+        return nil
+    }
+
+    /// The data rows of a CSV file (without its header).
+    static func rows(_ path: String) -> [Substring] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").dropFirst().map { $0 }
+    }
+
+    @Test("eight boards, two sensors each at 800 Hz, a broker restart mid-run: every sample once, in order, exact",
+          .timeLimit(.minutes(2)))
+    func eightBoardsAcrossARestart() throws {
+        guard Self.ready() else { return }
+        let broker = try Broker()
+        broker.listenAddresses = [""]
+        try broker.start()
+        let dir = broker.directory.path
+        let url = "mqtt://127.0.0.1:\(broker.port)/fleet"
+        let collector = try Broker.spawn([Self.product("motion-collect"), url, "--csv", "\(dir)/all.csv", "--client-id", "fleet-test", "--no-table"],
+                                         stderr: "\(dir)/collect.err")
+        defer { kill(collector, SIGKILL) }
+        usleep(500_000)
+        let boards = (1...8).map { "b\($0)" }
+        var pids: [String: pid_t] = [:]
+        for (i, b) in boards.enumerated() {
+            try FileManager.default.createDirectory(atPath: "\(dir)/\(b)", withIntermediateDirectories: true)
+            pids[b] = try Self.startBoard(i + 1, dir: "\(dir)/\(b)", port: broker.port, extra: [], duration: 8)
+        }
+        usleep(3_000_000)
+        broker.stop()
+        usleep(2_000_000)
+        try broker.start()
+        for b in boards {
+            let status = Self.wait(pids[b]!, seconds: 40)
+            let err = (try? String(contentsOfFile: "\(dir)/\(b)/err", encoding: .utf8)) ?? ""
+            #expect(status == 0, "\(b): exit \(String(describing: status)): \(err.suffix(600))")
+            let summary = err.split(separator: "\n").filter { $0.contains("mqtt: ") }
+            #expect(summary.count == 1 && summary[0].contains(" 0 dropped") && !summary[0].contains("not sent"), "\(b): \(summary)")
+        }
+        let expected = boards.reduce(0) { $0 + Self.rows("\(dir)/\($1)/log.csv").count }
+        #expect(expected > 8 * 2 * 800 * 6, "the boards logged \(expected) samples")
+        let deadline = Date().addingTimeInterval(30)
+        while Self.rows("\(dir)/all.csv").count < expected, Date() < deadline { usleep(200_000) }
+        kill(collector, SIGTERM)
+        let collectStatus = Self.wait(collector, seconds: 5)
+        #expect(collectStatus == 0, "motion-collect: \((try? String(contentsOfFile: "\(dir)/collect.err", encoding: .utf8)) ?? "")")
+        let all = Self.rows("\(dir)/all.csv")
+        #expect(all.count == expected, "the collector has \(all.count) rows, the boards logged \(expected)")
+        for b in boards {
+            let mine = all.filter { $0.hasPrefix("\(b),") }.map { $0.dropFirst(b.count + 1) }
+            let log = Self.rows("\(dir)/\(b)/log.csv")
+            for sensor in ["accelerometer", "gyroscope"] {
+                let got = mine.filter { $0.contains(",\(sensor),") }
+                let want = log.filter { $0.contains(",\(sensor),") }
+                let first = got.indices.first { $0 >= want.count || got[$0] != want[$0] }
+                #expect(got.count == want.count && first == nil,
+                        "\(b) \(sensor): \(got.count) rows collected, \(want.count) logged; first difference at \(String(describing: first))")
+            }
+        }
+    }
+
+    @Test("a malformed URL or a wildcard prefix: exit 64 before anything starts; wrong credentials: exit 77",
+          .timeLimit(.minutes(1)))
+    func badInput() throws {
+        guard Self.ready() else { return }
+        let broker = try Broker()
+        let dir = broker.directory.path
+        for (url, expected) in [("mqtt://127.0.0.1", "no topic prefix"), ("mqtt://h/a/#", "wildcard #"), ("tcp://h/a", "mqtt://")] {
+            let pid = try Broker.spawn([Self.product("motion-monitor"), "--mqtt", url, "--duration", "1"], stderr: "\(dir)/err")
+            #expect(Self.wait(pid, seconds: 10) == 64)
+            let err = try String(contentsOfFile: "\(dir)/err", encoding: .utf8)
+            #expect(err.contains(expected), "\(err)")
+        }
+        let passwords = "\(dir)/passwd"
+        #expect(try Broker.run(["/usr/bin/mosquitto_passwd", "-b", "-c", passwords, "logger", "right"]) == 0)
+        broker.extraConfig = "allow_anonymous false\npassword_file \(passwords)"
+        broker.listenAddresses = [""]
+        try broker.start()
+        let pid = try Self.startBoard(9, dir: dir, port: broker.port, extra: [], duration: 20, credentials: "logger:wrong@")
+        let status = Self.wait(pid, seconds: 15)
+        let err = try String(contentsOfFile: "\(dir)/err", encoding: .utf8)
+        #expect(status == 77, "\(err)")
+        #expect(err.contains("refused the connection") && !err.contains("wrong"), "\(err)")
+        broker.stop()
+        try FileManager.default.createDirectory(atPath: "\(dir)/u", withIntermediateDirectories: true)
+        let unreachable = try Self.startBoard(9, dir: "\(dir)/u", port: broker.port, extra: ["--mqtt-require"], duration: 20)
+        let unreachableStatus = Self.wait(unreachable, seconds: 15)
+        var unreachableErr = ""
+        for _ in 0..<50 where unreachableErr.isEmpty {
+            unreachableErr = (try? String(contentsOfFile: "\(dir)/u/err", encoding: .utf8)) ?? ""
+            if unreachableErr.isEmpty { usleep(20_000) }
+        }
+        #expect(unreachableStatus == 69 && unreachableErr.contains("cannot be reached"), "exit \(String(describing: unreachableStatus)): \(unreachableErr)")
+    }
+}
