@@ -7,6 +7,8 @@ import Locking
 /// Batches are fused on the capture threads themselves, as they are read (a few microseconds per
 /// refill): no queue to wake per refill. Sensors on two devices (LSM6DSx) have two capture threads,
 /// which take turns on ``fusion``'s lock; the filter's aligner orders their samples by timestamp.
+/// A handler gets the newest estimate through a ``Mailbox``, as the sensors' push handlers do: at
+/// most one job is ever queued for it, so one that blocks costs no memory.
 final class DeviceMotionEngine: Sendable {
     let state = Locked(EngineState())
     /// The filter: locked while a batch is fused, and while it is replaced or dropped.
@@ -18,6 +20,8 @@ final class DeviceMotionEngine: Sendable {
         var running: Running?
         var latest: DeviceMotion?
         var generation = 0
+        /// Since the last start: estimates made (`samples`), handed to the handler, coalesced.
+        var statistics = UpdateStatistics()
     }
 
     /// One run of device motion updates.
@@ -26,8 +30,13 @@ final class DeviceMotionEngine: Sendable {
         var consumers: [SensorKind: Int]
         var handler: (@Sendable (DeviceMotion?, MotionError?) -> Void)?
         var handlerQueue: DispatchQueue
+        /// How the handler hears that the updates ended without an error (an async sequence finishes).
+        var ended: (@Sendable () -> Void)?
+        /// Estimate time from which the next delivery is due.
         var nextDue: Double = -.infinity
-        var delivered = 0
+        /// The time between two estimates, as last seen (0 until then).
+        var period: Double = 0
+        let mailbox = EstimateMailbox()
     }
 
     /// One batch of one sensor, as it reaches the filter.
@@ -37,38 +46,99 @@ final class DeviceMotionEngine: Sendable {
         case magnetometer([MagnetometerData])
     }
 
-    /// Fuses a batch (on a capture thread): updates ``EngineState/latest`` and calls the handler with the
-    /// newest estimate when one is due (at most once per interval of sample time).
+    /// Fuses a batch (on a capture thread): updates ``EngineState/latest`` and, when a delivery is
+    /// due (once per interval of estimate time, on a schedule), leaves the newest estimate in the
+    /// handler's mailbox.
     func feed(_ feed: Feed, generation: Int) {
         // A batch read before a restart belongs to the previous run's filter, which is gone.
         guard state.withLock({ $0.running?.generation == generation }) else { return }
-        var produced: [DeviceMotion] = []
+        // Every estimate is kept only at interval 0 (all are delivered); else only the newest.
+        let keepAll = state.withLock { $0.interval == 0 && $0.running?.handler != nil }
+        var newest: DeviceMotion?, previous: DeviceMotion?, made = 0, all: [DeviceMotion] = []
         fusion.withLock { f in
             guard f != nil else { return }
+            let take: (DeviceMotion) -> Void = { m in
+                previous = newest
+                newest = m
+                made += 1
+                if keepAll { all.append(m) }
+            }
             switch feed {
-            case .accelerometer(let samples): for s in samples { f!.add(accelerometer: s) { produced.append($0) } }
-            case .gyroscope(let samples): for s in samples { f!.add(gyro: s) { produced.append($0) } }
+            case .accelerometer(let samples): for s in samples { f!.add(accelerometer: s, emit: take) }
+            case .gyroscope(let samples): for s in samples { f!.add(gyro: s, emit: take) }
             case .magnetometer(let samples): for s in samples { f!.add(magnetometer: s) }
             }
         }
-        guard let newest = produced.last else { return }
+        guard let newest else { return }
         let job = state.withLock { s -> (@Sendable () -> Void, DispatchQueue)? in
             guard var run = s.running, run.generation == generation else { return nil }
-            s.latest = newest
             defer { s.running = run }
+            s.latest = newest
+            s.statistics.samples += made
+            if let previous, newest.timestamp > previous.timestamp { run.period = newest.timestamp - previous.timestamp }
             guard let handler = run.handler else { return nil }
-            // One estimate per interval of sample time, on a schedule (as the sensors' handlers).
-            var due: [DeviceMotion] = []
-            for m in produced where m.timestamp >= run.nextDue - 1e-6 {
-                run.nextDue = m.timestamp - run.nextDue > s.interval ? m.timestamp + s.interval : run.nextDue + s.interval
-                due.append(m)
+            // Half an estimate's period early still counts as due: estimate times jitter, and an
+            // estimate just short of the schedule would otherwise wait a whole refill.
+            let tolerance = max(1e-6, run.period / 2)
+            guard newest.timestamp >= run.nextDue - tolerance else {
+                s.statistics.coalesced += made
+                return nil
             }
-            guard !due.isEmpty else { return nil }
-            run.delivered += due.count
-            let batch = due
-            return ({ for m in batch { handler(m, nil) } }, run.handlerQueue)
+            run.nextDue = newest.timestamp - run.nextDue > s.interval ? newest.timestamp + s.interval : run.nextDue + s.interval
+            // Interval 0: every estimate of the refill (at most `EstimateMailbox.limit` pending);
+            // else the newest.
+            let batch = keepAll && !all.isEmpty ? all : [newest]
+            s.statistics.coalesced += made - batch.count
+            let mailbox = run.mailbox
+            let (schedule, replaced) = mailbox.put(batch, appending: keepAll)
+            s.statistics.coalesced += replaced  // the handler had not taken them yet: it gets these instead
+            s.statistics.delivered += batch.count - replaced
+            guard schedule else { return nil }
+            return ({ for m in mailbox.take() { handler(m, nil) } }, run.handlerQueue)
         }
         if let (work, queue) = job { queue.async(execute: work) }
+    }
+
+    /// The sampling frequency the filter asks of its sensors for `interval`: a steady 100 Hz or
+    /// more, faster when the handler wants estimates more often.
+    static func rate(interval: Double) -> Double {
+        max(100, interval > 0 ? 1 / interval : 100)
+    }
+}
+
+/// The estimates waiting for a device motion handler, and whether a job to deliver them is queued:
+/// at most one job is ever queued. Past the interval's newest estimate (which replaces the one
+/// waiting), at interval 0 every estimate waits, at most ``limit`` of them (the oldest go first).
+final class EstimateMailbox: Sendable {
+    static let limit = 1024
+    private let slot = Locked<(values: [DeviceMotion], scheduled: Bool)>(([], false))
+
+    /// Leaves `values` for the handler, after those waiting (`appending`) or instead of them.
+    /// - Returns: whether a job must be queued, and how many waiting estimates were replaced.
+    func put(_ values: [DeviceMotion], appending: Bool) -> (schedule: Bool, replaced: Int) {
+        slot.withLock { s in
+            var replaced = 0
+            if appending {
+                s.values += values
+                if s.values.count > Self.limit {
+                    replaced = s.values.count - Self.limit
+                    s.values.removeFirst(replaced)
+                }
+            } else {
+                replaced = s.values.count
+                s.values = values
+            }
+            defer { s.scheduled = true }
+            return (!s.scheduled, replaced)
+        }
+    }
+
+    /// The estimates to deliver now (the queued job calls this).
+    func take() -> [DeviceMotion] {
+        slot.withLock { s in
+            defer { s = ([], false) }
+            return s.values
+        }
     }
 }
 
@@ -91,15 +161,36 @@ extension MotionManager {
     }
 
     /// The interval, in seconds, at which a device motion handler is called at most (the newest
-    /// estimate each time); the filter itself uses every sample, at 100 Hz or more. Default 0.01.
-    /// Takes effect at once.
+    /// estimate each time), and at which the sensors are read while device motion runs; the filter
+    /// itself uses every sample, at 100 Hz or more (more when the interval asks for more). 0: every
+    /// estimate, all of them, handed over as each refill of the sensors is fused (refills of about
+    /// 50 ms, or what the sensors' own updates ask for; a handler that falls more than 1,024
+    /// estimates behind loses the oldest, counted as coalesced). Default 0.01. Takes effect at once, also while
+    /// running.
     public var deviceMotionUpdateInterval: Double {
         get { motionEngine.state.withLock { $0.interval } }
         set {
             let v = newValue.isFinite ? min(max(newValue, 0), 3600) : 0.01
-            motionEngine.state.withLock { $0.interval = v }
+            let run = motionEngine.state.withLock { s -> DeviceMotionEngine.Running? in
+                s.interval = v
+                return s.running
+            }
+            guard let run else { return }
+            let rate = DeviceMotionEngine.rate(interval: v)
+            hub.state.withLock { s in
+                for (kind, id) in run.consumers {
+                    s.sensors[kind]?.consumers[id]?.interval = v
+                    s.sensors[kind]?.consumers[id]?.timely = v > 0
+                    s.sensors[kind]?.consumers[id]?.minimumRate = rate
+                }
+            }
+            reconcile()
         }
     }
+
+    /// Estimates made, handed to the device motion handler and coalesced since device motion
+    /// updates last started (``UpdateStatistics/samples`` counts estimates).
+    public var deviceMotionUpdateStatistics: UpdateStatistics { motionEngine.state.withLock { $0.statistics } }
 
     /// The reference frame of the device motion updates running, or of the last ones started.
     public var attitudeReferenceFrame: AttitudeReferenceFrame { motionEngine.state.withLock { $0.frame } }
@@ -115,7 +206,7 @@ extension MotionManager {
     /// - Parameter frame: the attitude reference frame (see ``availableAttitudeReferenceFrames()``).
     /// - Throws: ``MotionError`` when a sensor it needs is missing or cannot be started.
     public func startDeviceMotionUpdates(using frame: AttitudeReferenceFrame = .xArbitraryZVertical) throws(MotionError) {
-        if case .failure(let e) = startDeviceMotion(frame, handler: nil, queue: hub.motionHandlerQueue) { throw e }
+        if case .failure(let f) = startDeviceMotion(frame, handler: nil, ended: nil, queue: hub.motionHandlerQueue) { throw f.error }
     }
 
     /// Starts device motion updates delivered to a handler, at most once per
@@ -129,25 +220,33 @@ extension MotionManager {
                                          to queue: DispatchQueue? = nil,
                                          withHandler handler: @escaping @Sendable (DeviceMotion?, MotionError?) -> Void) {
         let q = queue ?? hub.motionHandlerQueue
-        if case .failure(let e) = startDeviceMotion(frame, handler: handler, queue: q) { q.async { handler(nil, e) } }
+        if case .failure(let f) = startDeviceMotion(frame, handler: handler, ended: nil, queue: q), !f.reported {
+            q.async { handler(nil, f.error) }
+        }
     }
 
     /// Device motion updates as an async sequence (newest estimate, at most once per interval).
-    /// Iteration ends by throwing the ``MotionError`` that stopped device motion; cancelling the
-    /// task or dropping the stream stops device motion updates.
+    /// Iteration ends when device motion ends: by throwing the ``MotionError`` that stopped it,
+    /// or plainly after ``stopDeviceMotionUpdates()``, ``stopAllUpdates()``, a new start of
+    /// device motion (in any form), or the release of the manager. Cancelling the task or
+    /// dropping the sequence stops device motion updates.
     /// - Parameter frame: the attitude reference frame.
     public func deviceMotionUpdates(using frame: AttitudeReferenceFrame = .xArbitraryZVertical)
         -> AsyncThrowingStream<DeviceMotion, any Error> {
         let (stream, continuation) = AsyncThrowingStream<DeviceMotion, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        // This run's generation, known once it started: ending the sequence must not stop a run
+        // started since by someone else.
+        let link = StreamLink()
+        continuation.onTermination = { [weak self] _ in
+            if let generation = link.end() { self?.stopDeviceMotion(generation: generation) }
+        }
         switch startDeviceMotion(frame, handler: { m, e in
             if let m { continuation.yield(m) } else { continuation.finish(throwing: e) }
-        }, queue: hub.motionHandlerQueue) {
-        case .failure(let error):
-            continuation.finish(throwing: error)
+        }, ended: { continuation.finish() }, queue: hub.motionHandlerQueue) {
+        case .failure(let f):
+            continuation.finish(throwing: f.error)
         case .success(let generation):
-            // This run's generation, returned by the start: ending the stream must not stop a
-            // run started since by someone else.
-            continuation.onTermination = { [weak self] _ in self?.stopDeviceMotion(generation: generation) }
+            if link.attach(generation) { stopDeviceMotion(generation: generation) }
         }
         return stream
     }
@@ -180,10 +279,11 @@ extension MotionManager {
     /// reconfiguration. Returns the run's generation, or the error that kept it from starting.
     private func startDeviceMotion(_ frame: AttitudeReferenceFrame,
                                    handler: (@Sendable (DeviceMotion?, MotionError?) -> Void)?,
-                                   queue: DispatchQueue) -> Result<Int, MotionError> {
+                                   ended: (@Sendable () -> Void)?,
+                                   queue: DispatchQueue) -> Result<Int, DeviceMotionStartFailure> {
         let kinds: [SensorKind]
         switch deviceMotionSensors(frame) {
-        case .failure(let e): return .failure(e)
+        case .failure(let e): return .failure(DeviceMotionStartFailure(error: e, reported: false))
         case .success(let k): kinds = k
         }
         stopDeviceMotion(generation: nil)
@@ -195,11 +295,10 @@ extension MotionManager {
         }
         let fusion = DeviceMotionFusion(referenceFrame: frame, units: units)
         engine.fusion.withLock { $0 = fusion }
-        // The filter wants a steady 100 Hz or more, whatever the handler's interval.
-        let rate = max(100, interval > 0 ? 1 / interval : 100)
+        let rate = DeviceMotionEngine.rate(interval: interval)
         var consumers: [SensorKind: Int] = [:]
         for kind in kinds {
-            let delivery: StreamHub.Consumer.Delivery = .batched(make: { batch in
+            var consumer = StreamHub.Consumer(delivery: .batched(make: { batch in
                 let feed: DeviceMotionEngine.Feed = switch kind {
                 case .accelerometer: .accelerometer(batch.accelerometer)
                 case .gyroscope: .gyroscope(batch.gyroscope)
@@ -208,20 +307,39 @@ extension MotionManager {
                 return { engine.feed(feed, generation: generation) }
             }, fail: { [weak self] error in
                 self?.deviceMotionFailed(error, generation: generation)
-            }, queue: nil)  // fused on the capture thread
-            consumers[kind] = hub.add(kind, delivery, owner: .deviceMotion, minimumRate: rate)
+            }, queue: nil), owner: .deviceMotion, minimumRate: rate)  // fused on the capture thread
+            // The sensors are read at device motion's interval, so the newest estimate is fresh;
+            // at 0 (every estimate), in refills of at least 50 ms, as batched consumers are.
+            consumer.interval = interval
+            consumer.timely = interval > 0
+            guard let id = hub.add(kind, consumer) else { break }
+            consumers[kind] = id
         }
         engine.state.withLock { s in
-            s.running = DeviceMotionEngine.Running(generation: generation, consumers: consumers, handler: handler, handlerQueue: queue)
+            s.running = DeviceMotionEngine.Running(generation: generation, consumers: consumers, handler: handler,
+                                                   handlerQueue: queue, ended: ended)
             s.latest = nil
+            s.statistics = UpdateStatistics()
         }
-        let plans = activePlans()
-        let failures = hub.onControl { [hub, uri] in hub.reconcile(plans: plans, uri: uri) } ?? [:]
+        let failures = reconcile()
         if let failure = kinds.lazy.compactMap({ failures[$0] }).first {
-            stopDeviceMotion(generation: generation)
-            return .failure(failure)
+            // The sensor's failure may have reached the handler already (deviceMotionFailed
+            // takes the handler when it reports): then it is not reported twice.
+            let reported = handler != nil && engine.state.withLock { s -> Bool in
+                guard s.running?.generation == generation else { return false }
+                defer { s.running?.handler = nil }  // taken here: deviceMotionFailed no longer reports
+                return s.running?.handler == nil
+            }
+            stopDeviceMotion(generation: generation, quietly: true)
+            return .failure(DeviceMotionStartFailure(error: failure, reported: reported))
         }
         return .success(generation)
+    }
+
+    /// Why device motion did not start, and whether its handler has already heard it.
+    struct DeviceMotionStartFailure: Error {
+        var error: MotionError
+        var reported: Bool
     }
 
     /// A sensor device motion uses failed: the handler hears it once, and device motion stops.
@@ -229,6 +347,7 @@ extension MotionManager {
         let target = motionEngine.state.withLock { s -> (@Sendable (DeviceMotion?, MotionError?) -> Void, DispatchQueue)? in
             guard let run = s.running, run.generation == generation, let h = run.handler else { return nil }
             s.running?.handler = nil
+            s.running?.ended = nil
             return (h, run.handlerQueue)
         }
         if let (handler, queue) = target { queue.async { handler(nil, error) } }
@@ -238,8 +357,8 @@ extension MotionManager {
 
     /// Stops the device motion run `generation` (nil: whichever runs): its consumers go (the
     /// captures stop unless the sensors' own updates use them), the batches already read are fused,
-    /// and the filter is dropped.
-    func stopDeviceMotion(generation: Int?) {
+    /// and the filter is dropped. An async sequence of the run ends, unless `quietly`.
+    func stopDeviceMotion(generation: Int?, quietly: Bool = false) {
         let engine = motionEngine
         let run = engine.state.withLock { s -> DeviceMotionEngine.Running? in
             guard let run = s.running, generation == nil || run.generation == generation else { return nil }
@@ -250,5 +369,16 @@ extension MotionManager {
         stop(Array(run.consumers.keys), owner: .deviceMotion)
         engine.fusion.withLock { $0 = nil }
         engine.state.withLock { s in if s.running == nil { s.latest = nil } }
+        if let ended = run.ended, !quietly { run.handlerQueue.async(execute: ended) }
+    }
+
+    /// The manager is released: device motion ends (its sequence too); the hub removes its consumers.
+    func endDeviceMotionOnRelease() {
+        let run = motionEngine.state.withLock { s -> DeviceMotionEngine.Running? in
+            defer { s.running = nil; s.latest = nil }
+            return s.running
+        }
+        motionEngine.fusion.withLock { $0 = nil }
+        if let run, let ended = run.ended { run.handlerQueue.async(execute: ended) }
     }
 }

@@ -14,33 +14,53 @@ import Glibc
 ///
 /// Match on ``code`` to react programmatically; the set of codes may grow.
 public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
-    /// What kind of failure this is. New codes may be added; switch with a `default`.
+    /// What kind of failure this is: a closed set today that may grow (switch with a `default`),
+    /// as swift-subprocess's `SubprocessError.Code`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Kind: String, Hashable, Sendable {
+            case contextUnavailable, permissionDenied, deviceBusy, invalidAttribute, notAvailable, ioError, timedOut
+        }
+        let kind: Kind
+
+        private init(_ kind: Kind) { self.kind = kind }
+
         /// A stable identifier such as `"permissionDenied"`.
-        public let rawValue: String
-
-        /// Creates a code from its identifier.
-        /// - Parameter rawValue: the identifier.
-        public init(rawValue: String) { self.rawValue = rawValue }
-
-        /// The same as `rawValue`.
-        public var description: String { rawValue }
+        public var description: String { kind.rawValue }
 
         /// The IIO context (local sysfs or a remote iiod) could not be opened.
-        public static let contextUnavailable = Code(rawValue: "contextUnavailable")
-        /// The operating system refused access (`EACCES`/`EPERM`); see the udev rules.
-        public static let permissionDenied = Code(rawValue: "permissionDenied")
-        /// The device is in use (`EBUSY`), typically by iio-sensor-proxy, iiod, or a running buffer.
-        public static let deviceBusy = Code(rawValue: "deviceBusy")
+        public static let contextUnavailable = Code(.contextUnavailable)
+        /// The operating system refused access (`EACCES`/`EPERM`).
+        public static let permissionDenied = Code(.permissionDenied)
+        /// The device is in use (`EBUSY`), e.g. by another process or a running buffer.
+        public static let deviceBusy = Code(.deviceBusy)
         /// A sysfs attribute held text that is not what the IIO ABI promises.
-        public static let invalidAttribute = Code(rawValue: "invalidAttribute")
+        public static let invalidAttribute = Code(.invalidAttribute)
         /// The requested sensor does not exist on this machine (or not on the selected device).
-        public static let notAvailable = Code(rawValue: "notAvailable")
-        /// A read or write failed for another reason; see ``MotionError/underlyingErrno``.
-        public static let ioError = Code(rawValue: "ioError")
+        public static let notAvailable = Code(.notAvailable)
+        /// A read or write failed for another reason; see ``MotionError/errno``.
+        public static let ioError = Code(.ioError)
         /// An operation timed out (`ETIMEDOUT`).
-        public static let timedOut = Code(rawValue: "timedOut")
+        public static let timedOut = Code(.timedOut)
     }
+
+    /// An errno value the kernel or libiio reported, e.g. 13 (`EACCES`).
+    public struct Errno: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The positive errno value.
+        public let rawValue: Int32
+
+        /// The value `rawValue` (positive, as `<errno.h>` defines it).
+        /// - Parameter rawValue: the errno value.
+        public init(rawValue: Int32) { self.rawValue = rawValue }
+
+        /// Its `<errno.h>` name, e.g. `"EACCES"`, for the values this library meets; nil otherwise.
+        public var name: String? { MotionError.symbol(rawValue) }
+
+        /// The C library's text for it, e.g. `"Permission denied"`.
+        public var description: String { errnoText(rawValue) }
+    }
+
+    /// The errno behind the failure, typed, if there was one (the same value as ``underlyingErrno``).
+    public var errno: Errno? { underlyingErrno.map(Errno.init(rawValue:)) }
 
     /// What kind of failure this is.
     public var code: Code
@@ -146,15 +166,15 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
     /// "permission denied (EACCES, errno 13, from iio_channel_attr_read)" and similar.
     private var cause: String {
         var parts: [String] = []
-        if let e = underlyingErrno {
-            parts.append(Self.symbol(e).map { "\($0), errno \(e)" } ?? "errno \(e)")
+        if let e = errno {
+            parts.append(e.name.map { "\($0), errno \(e.rawValue)" } ?? "errno \(e.rawValue)")
         }
         if let call { parts.append("from \(call)") }
-        let text = detail ?? underlyingErrno.map { errnoText($0).lowercasedFirst } ?? "unknown error"
+        let text = detail ?? errno.map { $0.description.lowercasedFirst } ?? "unknown error"
         return parts.isEmpty ? text : "\(text) (\(parts.joined(separator: ", ")))"
     }
 
-    private static func symbol(_ e: Int32) -> String? {
+    static func symbol(_ e: Int32) -> String? {
         switch e {
         case EPERM: "EPERM"
         case ENOENT: "ENOENT"

@@ -24,9 +24,24 @@ import Locking
 /// ``MotionUnits/si`` acceleration is in m/s² with the kernel's sign. Timestamps are seconds on
 /// `CLOCK_MONOTONIC`.
 ///
-/// **Threads.** A manager is `Sendable`; every method may be called from any thread. The IIO
-/// context is opened, and the devices discovered, once in `init` (and again by
+/// **Threads.** A manager is `Sendable`; every method may be called from any thread, including
+/// from inside any of its callbacks (a handler may stop the very updates it is being called for).
+/// The IIO context is opened, and the devices discovered, once in `init` (and again by
 /// ``rediscover()``).
+///
+/// **Where callbacks run.**
+/// - Push and batched handlers: on the queue given to `start…`, else on the sensor's own private
+///   serial queue (one per sensor, so a handler that blocks holds up only its own sensor);
+///   batched handlers started with ``BatchDelivery/captureThread`` on the device's capture thread.
+/// - Device motion handlers: on the queue given, else on the manager's private device motion queue.
+/// - The `(nil, error)` call that ends a handler's updates: on the handler's queue; for a
+///   capture-thread batched handler, on the sensor's private queue.
+/// - ``noticeHandler``: on the manager's private notice queue (never a capture thread).
+/// - Async sequences: the loop runs in its own task; the library only hands it values.
+///
+/// **Lifetime.** Releasing the manager stops all its updates: async sequences end, capture
+/// threads are joined and the devices closed, so another manager (or program) can stream the
+/// same device at once. A handler that captures the manager keeps it alive until its updates stop.
 public final class MotionManager: Sendable {
     /// The IIO context URI: `"local:"` for this machine's sysfs, `"ip:HOST[:PORT]"` for iiod.
     public let uri: String
@@ -78,6 +93,27 @@ public final class MotionManager: Sendable {
         self.selectors = selectors
         self.overrides = mountMatrixOverrides
         self.state = Locked(Self.discover(uri: uri, selectors: selectors, overrides: mountMatrixOverrides))
+    }
+
+    /// A manager over `plans` (no IIO context) whose captures `makeCapture` makes: for the unit
+    /// tests' scripted sources.
+    init(plans: [SensorPlan], units: MotionUnits = .coreMotion, makeCapture: @escaping CaptureFactory) {
+        self.uri = "scripted:"
+        self.units = units
+        self.hub = StreamHub(units: units, makeCapture: makeCapture)
+        self.selectors = [:]
+        self.overrides = [:]
+        var chosen: [SensorKind: SensorPlan] = [:]
+        for p in plans { chosen[p.info.kind] = p }
+        self.state = Locked(State(discovery: .failure(MotionError(code: .contextUnavailable, uri: "scripted:",
+                                                                  detail: "A scripted manager has no IIO context")),
+                                  chosen: chosen))
+    }
+
+    /// Stops every update (async sequences end), joins the capture threads and closes the devices.
+    deinit {
+        endDeviceMotionOnRelease()
+        hub.close()
     }
 
     private static func discover(

@@ -130,7 +130,8 @@ extension MotionManager {
     /// - Parameters:
     ///   - queue: where the handler runs; this sensor's private serial queue when nil.
     ///   - handler: gets `(data, nil)` per update, or `(nil, error)` once when the sensor fails
-    ///     (it is then stopped; other sensors go on).
+    ///     (it is then stopped; other sensors go on). It replaces the previous push handler or
+    ///     ``accelerometerUpdates()`` sequence.
     public func startAccelerometerUpdates(to queue: DispatchQueue? = nil,
                                           withHandler handler: @escaping @Sendable (AccelerometerData?, MotionError?) -> Void) {
         startPush(.accelerometer, queue: queue, handler)
@@ -156,13 +157,22 @@ extension MotionManager {
     }
 
     /// Accelerometer updates as an async sequence (newest sample, at most once per interval).
-    /// Iteration ends by throwing the ``MotionError`` that stopped the sensor; cancelling the task
-    /// or dropping the stream stops these updates.
+    ///
+    /// It replaces the accelerometer's push handler or previous sequence (which then ends), as a
+    /// new handler does. Iteration ends when these updates end: by throwing the ``MotionError``
+    /// that stopped the sensor, or plainly after ``stopAccelerometerUpdates()``,
+    /// ``stopAllUpdates()``, a new push handler or sequence, or the release of the manager.
+    /// Cancelling the task or dropping the sequence stops these updates.
     public func accelerometerUpdates() -> AsyncThrowingStream<AccelerometerData, any Error> {
         updates(.accelerometer)
     }
 
     /// Every accelerometer sample, in batches, as an async sequence.
+    ///
+    /// It replaces the accelerometer's batched handler or previous batch sequence (which then
+    /// ends). A loop that falls more than ``maximumBatchBacklog`` samples behind loses new batches,
+    /// whole, counted in ``UpdateStatistics/dropped``. Iteration ends as that of
+    /// ``accelerometerUpdates()`` does.
     public func accelerometerBatches() -> AsyncThrowingStream<[AccelerometerData], any Error> {
         batches(.accelerometer)
     }
@@ -218,12 +228,12 @@ extension MotionManager {
         startBatches(.gyroscope, delivery, handler)
     }
 
-    /// Gyroscope updates as an async sequence.
+    /// Gyroscope updates as an async sequence (see ``accelerometerUpdates()``).
     public func gyroUpdates() -> AsyncThrowingStream<GyroData, any Error> {
         updates(.gyroscope)
     }
 
-    /// Every gyroscope sample, in batches, as an async sequence.
+    /// Every gyroscope sample, in batches, as an async sequence (see ``accelerometerBatches()``).
     public func gyroBatches() -> AsyncThrowingStream<[GyroData], any Error> {
         batches(.gyroscope)
     }
@@ -280,12 +290,12 @@ extension MotionManager {
         startBatches(.magnetometer, delivery, handler)
     }
 
-    /// Magnetometer updates as an async sequence.
+    /// Magnetometer updates as an async sequence (see ``accelerometerUpdates()``).
     public func magnetometerUpdates() -> AsyncThrowingStream<MagnetometerData, any Error> {
         updates(.magnetometer)
     }
 
-    /// Every magnetometer sample, in batches, as an async sequence.
+    /// Every magnetometer sample, in batches, as an async sequence (see ``accelerometerBatches()``).
     public func magnetometerBatches() -> AsyncThrowingStream<[MagnetometerData], any Error> {
         batches(.magnetometer)
     }
@@ -316,10 +326,10 @@ extension MotionManager {
         set { hub.state.withLock { $0.timeout = newValue.map { max($0, 0.001) } } }
     }
 
-    /// How many samples a batched handler (or async batch stream) may fall behind before new
-    /// batches are dropped for it, whole, and counted in ``UpdateStatistics/dropped``: the bound
-    /// on the memory a blocked handler can hold. Default 262,144 samples (164 s at 1.6 kHz, about
-    /// 12 MiB of samples). Applies at once.
+    /// How many samples a batched handler on a queue, or the loop of an async batch sequence,
+    /// may fall behind before new batches are dropped for it, whole, and counted in
+    /// ``UpdateStatistics/dropped``: the bound on the memory a blocked handler or a slow loop can
+    /// hold. Default 262,144 samples (164 s at 1.6 kHz, about 12 MiB of samples). Applies at once.
     public var maximumBatchBacklog: Int {
         get { hub.state.withLock { $0.batchBacklogLimit } }
         set { hub.state.withLock { $0.batchBacklogLimit = max(newValue, 1) } }
@@ -332,9 +342,10 @@ extension MotionManager {
         set { hub.state.withLock { $0.preference = newValue } }
     }
 
-    /// Called once per distinct notice, on a capture thread: today, when a sensor is polled
-    /// because its buffer cannot be used, with the reason and what to do. The library prints
-    /// nothing itself.
+    /// Called once per distinct notice, on the manager's private notice queue (a serial queue,
+    /// never a capture thread): today, when a sensor is polled because its buffer cannot be
+    /// used, with the reason. The library prints nothing itself. Any method of the manager may be
+    /// called from it.
     public var noticeHandler: (@Sendable (String) -> Void)? {
         get { hub.state.withLock { $0.noticeHandler } }
         set { hub.state.withLock { $0.noticeHandler = newValue } }
@@ -397,19 +408,28 @@ extension MotionManager {
 
     func restartIfActive(_ kind: SensorKind) {
         guard hub.isActive(kind, owner: nil) else { return }
+        reconcile()
+    }
+
+    /// Brings the captures in line with the consumers: on the control queue, waiting for it, or
+    /// (from a capture thread) queued there.
+    /// - Returns: the sensors that could not start, and why; empty when queued.
+    @discardableResult
+    func reconcile() -> [SensorKind: MotionError] {
         let plans = activePlans()
-        _ = hub.onControl { [hub, uri] in hub.reconcile(plans: plans, uri: uri) }
+        return hub.onControl { [hub, uri] in hub.reconcile(plans: plans, uri: uri) } ?? [:]
     }
 
     /// The chosen plan per kind, or the reason a kind has none.
     func plan(_ kind: SensorKind) -> Result<SensorPlan, MotionError> {
         let snapshot = state.withLock { $0 }
-        switch snapshot.discovery {
-        case .failure(let e): return .failure(e)
-        case .success(let d):
-            guard let p = snapshot.chosen[kind] else { return .failure(notAvailableError(kind, discovery: d)) }
+        if let p = snapshot.chosen[kind] {
             if let problem = p.info.problem { return .failure(problem) }
             return .success(p)
+        }
+        switch snapshot.discovery {
+        case .failure(let e): return .failure(e)
+        case .success(let d): return .failure(notAvailableError(kind, discovery: d))
         }
     }
 
@@ -417,81 +437,118 @@ extension MotionManager {
         state.withLock { $0.chosen }
     }
 
-    /// Registers a consumer, then starts (or restarts) the device capture; on failure the consumer
-    /// is removed and the error returned.
-    func start(_ kind: SensorKind, _ delivery: StreamHub.Consumer.Delivery, owner: StreamHub.Owner = .user,
-               minimumRate: Double? = nil) -> (id: Int?, error: MotionError?) {
-        if case .failure(let e) = plan(kind) { return (nil, e) }
+    /// How a start ended.
+    enum Started {
+        /// Running; the consumer's id.
+        case started(Int)
+        /// Not running. `reported`: the consumer's callbacks have already been given the error
+        /// (the capture failed to start; they are removed).
+        case failed(MotionError, reported: Bool)
+    }
+
+    /// Registers a consumer, then starts (or restarts) the device capture. From a capture thread
+    /// the capture's start is queued: its failure then reaches the consumer's callbacks (a pull
+    /// consumer sees the sensor inactive).
+    func start(_ kind: SensorKind, _ consumer: StreamHub.Consumer) -> Started {
+        if case .failure(let e) = plan(kind) { return .failed(e, reported: false) }
         // Counts restart when the sensor goes from idle to active, not when a second consumer joins.
         let wasActive = hub.isActive(kind, owner: nil)
-        let id = hub.add(kind, delivery, owner: owner, minimumRate: minimumRate)
-        if !wasActive { hub.state.withLock { $0.sensors[kind]?.statistics = UpdateStatistics() } }
-        let plans = activePlans()
-        // From a capture-thread handler the start is queued: its failure then reaches the
-        // consumer's handler (pull consumers see the sensor inactive).
-        let failures = hub.onControl { [hub, uri] in hub.reconcile(plans: plans, uri: uri) } ?? [:]
-        if let e = failures[kind] {
-            hub.remove(kind, id: id)
-            return (nil, e)
+        guard let id = hub.add(kind, consumer) else {
+            return .failed(MotionError(code: .notAvailable, detail: "The motion manager is being released"), reported: false)
         }
-        return (id, nil)
+        if !wasActive { hub.state.withLock { $0.sensors[kind]?.statistics = UpdateStatistics() } }
+        if let e = reconcile()[kind] { return .failed(e, reported: true) }
+        return .started(id)
     }
 
     private func startPull(_ kind: SensorKind) throws(MotionError) {
-        if hub.state.withLock({ s in s.sensors[kind]?.consumers.values.contains { if case .pull = $0.delivery, $0.owner == .user { true } else { false } } ?? false }) {
-            if hub.isActive(kind) { return }
+        let running = hub.state.withLock { s in
+            s.sensors[kind]?.consumers.values.contains { if case .pull = $0.delivery, $0.owner == .user { true } else { false } } ?? false
         }
-        let r = start(kind, .pull)
-        if let e = r.error { throw e }
+        if running && hub.isActive(kind) { return }
+        if case .failed(let e, _) = start(kind, StreamHub.Consumer(delivery: .pull)) { throw e }
+    }
+
+    /// Removes the user's push consumers of `kind` (a handler or an async sequence, which ends):
+    /// a new one replaces them, as in Core Motion.
+    private func replacePush(_ kind: SensorKind) {
+        hub.remove(kind) { _, c in if case .coalesced = c.delivery, c.owner == .user { true } else { false } }
+    }
+
+    /// Removes the user's batched consumers of `kind` (a handler or an async sequence, which ends).
+    private func replaceBatches(_ kind: SensorKind) {
+        hub.remove(kind) { _, c in if case .batched = c.delivery, c.owner == .user { true } else { false } }
     }
 
     private func startPush<T: CapturedConvertible>(_ kind: SensorKind, queue: DispatchQueue?,
                                                    _ handler: @escaping @Sendable (T?, MotionError?) -> Void) {
-        // As in Core Motion, a new handler replaces the previous one.
-        hub.remove(kind) { if case .coalesced = $0.delivery, $0.owner == .user { true } else { false } }
+        replacePush(kind)
         let q = queue ?? hub.handlerQueue(kind)
-        let r = start(kind, .coalesced({ s, e in handler(s.map { T($0) }, e) }, queue: q))
-        if let e = r.error { q.async { handler(nil, e) } }
+        let consumer = StreamHub.Consumer(delivery: .coalesced({ s, e in handler(s.map { T($0) }, e) }, queue: q))
+        if case .failed(let e, reported: false) = start(kind, consumer) { q.async { handler(nil, e) } }
     }
 
     private func startBatches<T: CapturedConvertible>(_ kind: SensorKind, _ delivery: BatchDelivery,
                                                       _ handler: @escaping @Sendable ([T]?, MotionError?) -> Void) {
-        hub.remove(kind) { if case .batched = $0.delivery, $0.owner == .user { true } else { false } }
+        replaceBatches(kind)
         // nil: on the capture thread.
         let queue: DispatchQueue? = switch delivery {
         case .queue(let q): q ?? hub.handlerQueue(kind)
         case .captureThread: nil
         }
-        let r = start(kind, .batched(make: { batch in
+        let consumer = StreamHub.Consumer(delivery: .batched(make: { batch in
             let samples = T.all(in: batch)
             return { handler(samples, nil) }
         }, fail: { handler(nil, $0) }, queue: queue))
-        if let e = r.error { (queue ?? hub.handlerQueue(kind)).async { handler(nil, e) } }
+        if case .failed(let e, reported: false) = start(kind, consumer) { (queue ?? hub.handlerQueue(kind)).async { handler(nil, e) } }
     }
 
     private func updates<T: CapturedConvertible>(_ kind: SensorKind) -> AsyncThrowingStream<T, any Error> {
         let (stream, continuation) = AsyncThrowingStream<T, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let r = start(kind, .coalesced({ s, e in
+        replacePush(kind)
+        let link = StreamLink()
+        continuation.onTermination = { [weak self] _ in
+            if let id = link.end() { self?.endConsumer(kind, id: id) }
+        }
+        let q = hub.handlerQueue(kind)
+        var consumer = StreamHub.Consumer(delivery: .coalesced({ s, e in
             if let s { continuation.yield(T(s)) } else { continuation.finish(throwing: e) }
-        }, queue: hub.handlerQueue(kind)))
-        if let e = r.error { continuation.finish(throwing: e) }
-        if let id = r.id { continuation.onTermination = { [weak self] _ in self?.endConsumer(kind, id: id) } }
+        }, queue: q))
+        consumer.ended = (q, { continuation.finish() })
+        switch start(kind, consumer) {
+        case .failed(let e, _): continuation.finish(throwing: e)
+        case .started(let id): if link.attach(id) { endConsumer(kind, id: id) }
+        }
         return stream
     }
 
     private func batches<T: CapturedConvertible>(_ kind: SensorKind) -> AsyncThrowingStream<[T], any Error> {
-        let (stream, continuation) = AsyncThrowingStream<[T], any Error>.makeStream(bufferingPolicy: .unbounded)
-        let r = start(kind, .batched(make: { batch in
+        replaceBatches(kind)
+        let backlog = StreamHub.Backlog(releasedByJob: false)
+        let inbox = BatchInbox<T>(backlog: backlog)
+        let link = StreamLink()
+        // Ends this consumer when the sequence goes: iterated to its end, cancelled, or dropped.
+        let token = StreamToken { [weak self] in
+            if let id = link.end() { self?.endConsumer(kind, id: id) }
+        }
+        var consumer = StreamHub.Consumer(delivery: .batched(make: { batch in
             let samples = T.all(in: batch)
-            return { continuation.yield(samples) }
-        }, fail: { continuation.finish(throwing: $0) }, queue: hub.handlerQueue(kind)))
-        if let e = r.error { continuation.finish(throwing: e) }
-        if let id = r.id { continuation.onTermination = { [weak self] _ in self?.endConsumer(kind, id: id) } }
-        return stream
+            return { inbox.offer(samples) }
+        }, fail: { inbox.finish(throwing: $0) }, queue: nil))  // handed over on the capture thread
+        consumer.backlog = backlog
+        consumer.ended = (hub.handlerQueue(kind), { inbox.finish(throwing: nil) })
+        switch start(kind, consumer) {
+        case .failed(let e, _): inbox.finish(throwing: e)
+        case .started(let id): if link.attach(id) { endConsumer(kind, id: id) }
+        }
+        return AsyncThrowingStream(unfolding: { [token] in
+            _ = token
+            return try await inbox.next()
+        })
     }
 
     func endConsumer(_ kind: SensorKind, id: Int) {
-        hub.remove(kind, id: id)
+        hub.remove(kind, id: id, quietly: true)
         let plans = activePlans()
         hub.control.async { [hub, uri] in hub.reconcile(plans: plans, uri: uri) }
     }
@@ -507,10 +564,10 @@ extension MotionManager {
     func stop(_ kinds: [SensorKind], owner: StreamHub.Owner) {
         let plans = activePlans()
         if StreamHub.onCaptureThread {
-            for kind in kinds { hub.remove(kind) { $0.owner == owner } }
+            for kind in kinds { hub.remove(kind) { _, c in c.owner == owner } }
             hub.control.async { [hub, uri] in hub.reconcile(plans: plans, uri: uri) }
             return
         }
-        hub.control.sync { hub.stop(kinds, owner: owner, plans: plans, uri: uri) }
+        _ = hub.onControl { [hub, uri] in hub.stop(kinds, owner: owner, plans: plans, uri: uri) }
     }
 }

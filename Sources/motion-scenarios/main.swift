@@ -10,6 +10,8 @@
 //   motion-scenarios capture-thread SECONDS [RATE]  batches on the capture thread; a handler stops its own sensor
 //   motion-scenarios stop-while-starting COUNT      one owner stops a sensor while another starts it
 //   motion-scenarios device-motion-sharing           device motion and the accelerometer's own updates side by side
+//   motion-scenarios bench-motion-age SECONDS INTERVAL  device motion's delivered estimate against the newest sample
+//   motion-scenarios release [capture-thread]       a manager released while it streams; a new one streams the device at once
 import Dispatch
 @preconcurrency import Glibc
 import IIOMotion
@@ -33,6 +35,15 @@ func processCounts() -> (fds: Int, threads: Int, captureThreads: Int) {
     let tasks = entries("/proc/self/task") ?? []
     let capture = tasks.filter { t in firstLine("/proc/self/task/\(t)/comm").hasPrefix("iio:device") }.count
     return (fds, tasks.count, capture)
+}
+
+/// Descriptors of this process open on an IIO device node (`/dev/iio:deviceN`).
+func openDeviceNodes() -> Int {
+    (entries("/proc/self/fd") ?? []).filter { fd in
+        var buf = [CChar](repeating: 0, count: 256)
+        let n = readlink("/proc/self/fd/\(fd)", &buf, buf.count - 1)
+        return n > 0 && String(decoding: buf.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self).contains("iio:device")
+    }.count
 }
 
 /// The names in a directory (not `.` and `..`), or nil when it cannot be read.
@@ -475,6 +486,83 @@ case "device-motion-sharing":
           ("ownAfterMotionStop", "\(ownGrew)"), ("accelStillActive", "\(stillAccel)"),
           ("fusedAfterAccelStop", "\(fusedGrew)"), ("motionStillActive", "\(stillMotion)"),
           ("motionAfterStopAll", "\(manager.isDeviceMotionActive)")])
+case "bench-motion-age":
+    // Device motion pushed at INTERVAL for SECONDS: in the handler, how much older the delivered
+    // estimate is than the newest sample the manager has (p50, p99), the time between calls
+    // (no bursts: the shortest gap stays near the interval), and the calls per second.
+    let seconds = number(1, 5), interval = number(2, 0.02)
+    manager.deviceMotionUpdateInterval = interval
+    struct Seen: Sendable { var ages: [Double] = [], calls: [Double] = [] }
+    let seen = Locked(Seen())
+    let handlerQueue = DispatchQueue(label: "bench-motion-age")
+    manager.startDeviceMotionUpdates(to: handlerQueue) { m, _ in
+        guard let m else { return }
+        let t = now()
+        let newest = max(manager.accelerometerData?.timestamp ?? 0, manager.gyroData?.timestamp ?? 0)
+        seen.withLock { $0.ages.append(newest - m.timestamp); $0.calls.append(t) }
+    }
+    usleep(500_000)  // the filter's start-up
+    seen.withLock { $0 = Seen() }
+    usleep(UInt32(seconds * 1e6))
+    let rate = manager.samplingFrequency(of: .gyroscope) ?? 0
+    let stats = manager.deviceMotionUpdateStatistics
+    manager.stopAllUpdates()
+    let s = seen.withLock { $0 }
+    let ages = s.ages.sorted()
+    let gaps = zip(s.calls, s.calls.dropFirst()).map { $1 - $0 }.sorted()
+    func pick(_ a: [Double], _ q: Double) -> Double { a.isEmpty ? -1 : a[min(a.count - 1, Int(Double(a.count) * q))] }
+    emit([("interval", "\(interval)"), ("rate", "\(rate)"), ("calls", "\(s.calls.count)"),
+          ("callsPerSecond", "\(Double(s.calls.count) / seconds)"),
+          ("ageP50", "\(pick(ages, 0.5))"), ("ageP99", "\(pick(ages, 0.99))"), ("ageMax", "\(ages.last ?? -1)"),
+          ("gapMin", "\(gaps.first ?? -1)"), ("gapP50", "\(pick(gaps, 0.5))"), ("gapP01", "\(pick(gaps, 0.01))"),
+          ("coalesced", "\(stats.coalesced)"), ("estimates", "\(stats.samples)")])
+case "release":
+    // A manager streams (a push handler and batches; with `capture-thread` the batches run on the
+    // capture thread and hold the last reference, so the release happens there), and is released.
+    // Then a new manager starts the same sensor: buffered at once, not "held by another process".
+    let onCaptureThread = args.count > 1 && args[1] == "capture-thread"
+    let got = DispatchSemaphore(value: 0)
+    let firstMode: String
+    var nodesWhileStreaming = 0
+    let scopeEnded = Atomic<Bool>(false)
+    do {
+        let first = MotionManager(uri: environment["MOTION_URI"] ?? "local:", units: .si)
+        first.accelerometerUpdateInterval = 0.01
+        first.startAccelerometerUpdates { d, _ in if d != nil { got.signal() } }
+        if onCaptureThread {
+            let holder = Locked<MotionManager?>(first)
+            first.startGyroBatches(on: .captureThread) { b, _ in
+                // Once the scenario has dropped its reference, the next batch drops the last one:
+                // the manager is released here, on its own capture thread.
+                if b != nil, scopeEnded.load(ordering: .relaxed) { holder.withLock { $0 = nil } }
+            }
+        } else {
+            first.startGyroBatches { _, _ in }
+        }
+        _ = got.wait(timeout: .now() + 5)
+        firstMode = first.mode(of: .accelerometer)?.description ?? "stopped"
+        nodesWhileStreaming = openDeviceNodes()
+    }
+    scopeEnded.store(true, ordering: .relaxed)
+    // Released (on the capture thread, the join happens just after: wait for it).
+    var afterRelease = processCounts()
+    for _ in 0..<100 where afterRelease.captureThreads > 0 || openDeviceNodes() > 0 {
+        usleep(10_000)
+        afterRelease = processCounts()
+    }
+    let nodesAfterRelease = openDeviceNodes()
+    let second = MotionManager(uri: environment["MOTION_URI"] ?? "local:", units: .si)
+    second.accelerometerUpdateInterval = 0.01
+    let got2 = DispatchSemaphore(value: 0)
+    second.startAccelerometerUpdates { d, _ in if d != nil { got2.signal() } }
+    let streamed = got2.wait(timeout: .now() + 5) == .success
+    let mode = second.mode(of: .accelerometer)?.description ?? "stopped"
+    let reason = second.fallbackReason(of: .accelerometer) ?? ""
+    second.stopAllUpdates()
+    emit([("firstMode", "\"\(firstMode)\""), ("mode", "\"\(mode)\""), ("streamed", "\(streamed)"),
+          ("fallbackReason", "\"\(String(reason.map { $0 == "\"" ? "'" : $0 }))\""),
+          ("captureThreadsAfterRelease", "\(afterRelease.captureThreads)"),
+          ("nodesWhileStreaming", "\(nodesWhileStreaming)"), ("nodesAfterRelease", "\(nodesAfterRelease)")])
 default:
     fail("unknown scenario \(scenario)")
 }

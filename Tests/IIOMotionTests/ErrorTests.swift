@@ -51,12 +51,13 @@ struct ErrorTests {
         #expect(e.description == #"iio:device0 (bmi160): in_accel_scale contains "abc", which is not a number."#)
     }
 
-    @Test("Codes are extensible and compare by value")
+    @Test("Codes compare by value; the errno is typed")
     func codes() {
-        #expect(MotionError.Code(rawValue: "deviceBusy") == .deviceBusy)
+        #expect(MotionError.Code.deviceBusy.description == "deviceBusy" && MotionError.Code.deviceBusy != .ioError)
         #expect(MotionError.code(forErrno: 110) == .timedOut)
         #expect(MotionError.code(forErrno: 5) == .ioError)
         let e = MotionError.io(5, call: "iio_channel_attr_read", device: "iio:device0 (bmi160)", attribute: "in_anglvel_z_raw")
+        #expect(e.errno == MotionError.Errno(rawValue: 5) && e.errno?.name == "EIO" && e.errno?.description == "Input/output error")
         #expect(e.description == "Reading in_anglvel_z_raw of iio:device0 (bmi160) failed: input/output error (EIO, errno 5, from iio_channel_attr_read).")
     }
 }

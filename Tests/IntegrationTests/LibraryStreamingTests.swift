@@ -5,7 +5,8 @@ import Testing
 /// MotionManager's streaming through the real libiio backends, against iio-sim: the scenarios of
 /// `motion-scenarios` run inside the simulator, and what they print is checked against what the
 /// simulator says it streamed. Timing bounds are generous: they catch a wrong design, not jitter.
-@Suite(.enabled(if: FileManager.default.isExecutableFile(atPath: SimHarness.product("motion-scenarios")),
+@Suite(.timeLimit(.minutes(5)),
+       .enabled(if: SimHarness.underCI || FileManager.default.isExecutableFile(atPath: SimHarness.product("motion-scenarios")),
                 "motion-scenarios is not built (swift build)"))
 struct LibraryStreamingTests {
     /// Runs a scenario under iio-sim and parses its one JSON line.
@@ -236,5 +237,19 @@ struct LibraryStreamingTests {
         #expect(f["mode"] as? String == "polled", "\(r)")
         #expect(r.stderr.contains("needs a trigger") && r.stderr.contains("hrtimer"), "\(r)")
         #expect(r.stderr.components(separatedBy: "notice:").count == 2, "announced once: \(r)")
+    }
+
+    @Test("a manager released while it streams closes its device: a new manager streams it buffered at once",
+          arguments: ["main", "capture-thread"])
+    func releaseWhileStreaming(_ where: String) throws {
+        let (f, r) = try scenario("bmi160", ["release"] + (`where` == "main" ? [] : ["capture-thread"]))
+        try #require(r.status == 0, "\(r)")
+        #expect(f["firstMode"] as? String == "buffered", "\(r)")
+        #expect(number(f, "captureThreadsAfterRelease") == 0, "the released manager's capture thread ended: \(f)")
+        #expect(number(f, "nodesWhileStreaming") >= 1 && number(f, "nodesAfterRelease") == 0,
+                "and /dev/iio:device0 was closed: \(f)")
+        #expect(f["streamed"] as? Bool == true, "\(r)")
+        #expect(f["mode"] as? String == "buffered", "not polled (\"held by another process\"): \(r)")
+        #expect(f["fallbackReason"] as? String == "", "\(r)")
     }
 }

@@ -1,14 +1,15 @@
 internal import CIIOShim
 internal import Dispatch
-internal import Glibc
 import Locking
 
 /// The streaming side of a ``MotionManager``: which sensors are wanted, by whom, the device
-/// captures serving them, and the newest sample of each sensor.
+/// captures serving them (``CaptureSource``s), and the newest sample of each sensor.
 ///
 /// Locks are held only to copy or update small state: never while a capture thread blocks in the
-/// kernel, never while a user's handler runs, never while a capture thread is joined. Starting and
-/// stopping captures is serialised on ``control``.
+/// kernel, never while a user's callback runs, never while a capture thread is joined. Starting and
+/// stopping captures is serialised on ``control``, which never runs a user's callback and never
+/// waits for a handler queue; callers that must not wait for it (capture threads) queue their
+/// work on it instead (``onControl(_:)``).
 final class StreamHub: Sendable {
     /// Serialises reconfiguration (start, stop, restart of device captures).
     let control = DispatchQueue(label: "IIOMotion.control")
@@ -17,6 +18,8 @@ final class StreamHub: Sendable {
     let handlerQueues = SensorKind.allCases.map { DispatchQueue(label: "IIOMotion.handlers.\($0)") }
     /// Where device motion handlers run when the caller names no queue.
     let motionHandlerQueue = DispatchQueue(label: "IIOMotion.handlers.deviceMotion")
+    /// Where ``MotionManager/noticeHandler`` runs.
+    let noticeQueue = DispatchQueue(label: "IIOMotion.notices")
 
     /// The default handler queue of `kind`.
     func handlerQueue(_ kind: SensorKind) -> DispatchQueue { handlerQueues[kind.slot] }
@@ -25,9 +28,15 @@ final class StreamHub: Sendable {
     let latest = Locked(Latest())
     /// The units captures deliver samples in.
     let units: MotionUnits
+    /// Makes the device captures: libiio's in production, scripted ones in unit tests.
+    let makeCapture: CaptureFactory
 
-    init(units: MotionUnits = .coreMotion) {
+    private static let controlKey = DispatchSpecificKey<ObjectIdentifier>()
+
+    init(units: MotionUnits = .coreMotion, makeCapture: @escaping CaptureFactory = StreamHub.deviceCaptures) {
         self.units = units
+        self.makeCapture = makeCapture
+        control.setSpecific(key: Self.controlKey, value: ObjectIdentifier(self))
     }
 
     struct Latest: Sendable {
@@ -42,7 +51,7 @@ final class StreamHub: Sendable {
             /// Every sample, in batches: `make` turns a capture batch into the job that hands this
             /// kind's samples (decoded into the public type on the capture thread) to the
             /// handler; `fail` is the handler's error call. A nil `queue` runs the job on the
-            /// capture thread itself, before its next refill (errors still go to the sensor's
+            /// capture thread itself, before its next refill (errors then go to the sensor's
             /// default handler queue).
             case batched(make: @Sendable (CaptureBatch) -> @Sendable () -> Void,
                          fail: @Sendable (MotionError) -> Void, queue: DispatchQueue?)
@@ -55,36 +64,47 @@ final class StreamHub: Sendable {
         var owner: Owner = .user
         /// A sampling frequency this consumer needs at least (device motion's filter), if any.
         var minimumRate: Double?
+        /// The update interval this consumer follows, when it is not the sensor's own (device
+        /// motion's ``MotionManager/deviceMotionUpdateInterval``).
+        var interval: Double?
+        /// A batched consumer that also wants the newest sample promptly (device motion): refills
+        /// then follow the interval instead of holding at least 50 ms.
+        var timely = false
+        /// The samples it was handed and has not yet handled, bounded by
+        /// ``HubState/batchBacklogLimit``; nil for consumers that cannot fall behind (those run on
+        /// the capture thread).
+        var backlog: Backlog?
+        /// How the consumer hears that its updates ended without an error (stop, replacement,
+        /// release of the manager): async sequences finish. Runs on `queue`, after what was
+        /// already dispatched there.
+        var ended: (queue: DispatchQueue, run: @Sendable () -> Void)?
         /// Sample time from which the next coalesced delivery is due.
         var nextDue: Double = -.infinity
         /// A coalesced consumer's one pending sample (a handler that falls behind gets the newest).
-        let mailbox = Mailbox()
-        /// A batched consumer's samples dispatched and not yet handled.
-        let backlog = Locked(0)
+        let mailbox = Mailbox<CapturedSample>()
     }
 
-    /// The sample waiting for a coalesced handler, and whether a job to deliver it is queued: at
-    /// most one job per consumer is ever queued, so a blocked handler costs no memory.
-    final class Mailbox: Sendable {
-        private let slot = Locked<(sample: CapturedSample?, scheduled: Bool)>((nil, false))
+    /// What a batched consumer has been handed and not yet handled, in samples.
+    final class Backlog: Sendable {
+        private let pending = Locked(0)
+        /// True when the hub's job releases the samples once the handler returns; false when the
+        /// consumer releases them itself (an async sequence, as its loop takes each batch).
+        let releasedByJob: Bool
 
-        /// Leaves `sample` for the handler; true when a job must be queued to deliver it, false
-        /// when the queued job will deliver it instead of an older sample (which is coalesced).
-        func put(_ sample: CapturedSample) -> Bool {
-            slot.withLock { s in
-                s.sample = sample
-                defer { s.scheduled = true }
-                return !s.scheduled
+        init(releasedByJob: Bool) { self.releasedByJob = releasedByJob }
+
+        /// Counts `count` more samples if that keeps the backlog within `limit`.
+        func reserve(_ count: Int, limit: Int) -> Bool {
+            pending.withLock { p in
+                guard p + count <= limit else { return false }
+                p += count
+                return true
             }
         }
 
-        /// The sample to deliver now (the queued job calls this).
-        func take() -> CapturedSample? {
-            slot.withLock { s in
-                defer { s = (nil, false) }
-                return s.sample
-            }
-        }
+        func release(_ count: Int) { pending.withLock { $0 -= count } }
+
+        var count: Int { pending.withLock { $0 } }
     }
 
     /// Who a consumer belongs to.
@@ -104,7 +124,6 @@ final class StreamHub: Sendable {
         var requestedRate: Double?
         var statistics = UpdateStatistics()
         var status: CaptureStatus?
-        var error: MotionError?
     }
 
     struct HubState: Sendable {
@@ -116,14 +135,16 @@ final class StreamHub: Sendable {
         var preference: SensorMode.Preference = .auto
         var noticeHandler: (@Sendable (String) -> Void)?
         var announced: Set<String> = []
-        /// Samples a batched consumer may have dispatched and not yet handled before new batches
+        /// Samples a batched consumer may have been handed and not yet handled before new batches
         /// are dropped (and counted) for it.
         var batchBacklogLimit = 1 << 18
+        /// The manager is gone: nothing starts any more.
+        var closed = false
     }
 
     /// A capture and what it was started for.
     struct RunningCapture: Sendable {
-        var capture: DeviceCapture
+        var capture: any CaptureSource
         var key: CaptureKey
         /// Identifies this capture among the device's successive ones (a failure report from an
         /// old capture must not stop its replacement).
@@ -148,39 +169,47 @@ final class StreamHub: Sendable {
 
     // MARK: Consumers
 
-    /// Adds a consumer of `kind`; returns its id.
-    func add(_ kind: SensorKind, _ delivery: Consumer.Delivery, owner: Owner = .user, minimumRate: Double? = nil) -> Int {
-        state.withLock { s in
+    /// Adds a consumer of `kind`; returns its id, or nil when the manager is gone.
+    func add(_ kind: SensorKind, _ consumer: Consumer) -> Int? {
+        var consumer = consumer
+        if case .batched(_, _, _?) = consumer.delivery, consumer.backlog == nil {
+            consumer.backlog = Backlog(releasedByJob: true)
+        }
+        return state.withLock { s -> Int? in
+            guard !s.closed else { return nil }
             let id = s.nextConsumer
             s.nextConsumer += 1
-            s.sensors[kind, default: Sensor()].consumers[id] = Consumer(delivery: delivery, owner: owner, minimumRate: minimumRate)
-            s.sensors[kind]!.error = nil
+            s.sensors[kind, default: Sensor()].consumers[id] = consumer
             s.sensors[kind]!.stopping = false
             return id
         }
     }
 
-    /// Removes consumers of `kind` (all when `id` is nil, or just the pull one when `pullOnly`).
-    func remove(_ kind: SensorKind, id: Int? = nil) {
-        state.withLock { s in
-            if let id { s.sensors[kind]?.consumers[id] = nil } else { s.sensors[kind]?.consumers = [:] }
+    /// Removes the consumers of `kind` that `matches` picks (e.g. the user's push handler); those
+    /// that wait for an end (async sequences) hear it unless `quietly`.
+    func remove(_ kind: SensorKind, quietly: Bool = false, where matches: (Int, Consumer) -> Bool) {
+        let ended = state.withLock { s -> [(DispatchQueue, @Sendable () -> Void)] in
+            guard let consumers = s.sensors[kind]?.consumers else { return [] }
+            var ended: [(DispatchQueue, @Sendable () -> Void)] = []
+            for (id, c) in consumers where matches(id, c) {
+                s.sensors[kind]!.consumers[id] = nil
+                if let e = c.ended, !quietly { ended.append(e) }
+            }
+            return ended
         }
+        Self.dispatch(ended)
     }
 
-    /// Removes the consumers of `kind` that `matches` picks (e.g. the user's push handler).
-    func remove(_ kind: SensorKind, where matches: (Consumer) -> Bool) {
-        state.withLock { s in
-            guard let consumers = s.sensors[kind]?.consumers else { return }
-            for (id, c) in consumers where matches(c) { s.sensors[kind]!.consumers[id] = nil }
-        }
+    /// Removes one consumer.
+    func remove(_ kind: SensorKind, id: Int, quietly: Bool = false) {
+        remove(kind, quietly: quietly) { cid, _ in cid == id }
     }
 
     /// Whether `kind` runs for `owner` (nil: for anyone).
     func isActive(_ kind: SensorKind, owner: Owner? = .user) -> Bool {
         state.withLock { s in
-            guard let sensor = s.sensors[kind] else { return false }
-            let has = owner.map { o in sensor.consumers.values.contains { $0.owner == o } } ?? !sensor.consumers.isEmpty
-            return has && sensor.error == nil && !sensor.stopping
+            guard let sensor = s.sensors[kind], !sensor.stopping else { return false }
+            return owner.map { o in sensor.consumers.values.contains { $0.owner == o } } ?? !sensor.consumers.isEmpty
         }
     }
 
@@ -194,12 +223,16 @@ final class StreamHub: Sendable {
         // Per exclusive sensor, the consumers this stop removes once the capture is wound down:
         // those there now. One another owner adds meanwhile (its start waits for this stop on
         // ``control``) stays, and its own reconfiguration then restarts the sensor.
+        var ended: [(DispatchQueue, @Sendable () -> Void)] = []
         let exclusive = state.withLock { s -> [SensorKind: [Int]] in
             var exclusive: [SensorKind: [Int]] = [:]
             for k in kinds where s.sensors[k] != nil {
                 if s.sensors[k]!.consumers.values.contains(where: { $0.owner != owner }) {
-                    for (id, c) in s.sensors[k]!.consumers where c.owner == owner { s.sensors[k]!.consumers[id] = nil }
-                } else {
+                    for (id, c) in s.sensors[k]!.consumers where c.owner == owner {
+                        s.sensors[k]!.consumers[id] = nil
+                        if let e = c.ended { ended.append(e) }
+                    }
+                } else if !s.sensors[k]!.consumers.isEmpty {
                     s.sensors[k]!.stopping = true
                     exclusive[k] = Array(s.sensors[k]!.consumers.keys)
                 }
@@ -210,40 +243,68 @@ final class StreamHub: Sendable {
         let idle = state.withLock { s -> [SensorKind] in
             var idle: [SensorKind] = []
             for (k, ids) in exclusive {
-                for id in ids { s.sensors[k]!.consumers[id] = nil }
-                s.sensors[k]!.stopping = false
-                if s.sensors[k]!.consumers.isEmpty {
-                    s.sensors[k]!.error = nil
-                    idle.append(k)
+                for id in ids {
+                    if let c = s.sensors[k]!.consumers.removeValue(forKey: id), let e = c.ended { ended.append(e) }
                 }
+                s.sensors[k]!.stopping = false
+                if s.sensors[k]!.consumers.isEmpty { idle.append(k) }
             }
             return idle
         }
         latest.withLock { l in for k in idle { l.samples[k.slot] = nil } }
+        Self.dispatch(ended)
+    }
+
+    /// The manager is released: every consumer goes (async sequences end), and the captures are
+    /// stopped and joined: on ``control`` and waiting for it, or, from a capture thread, queued
+    /// there (the hub lives until it has run).
+    func close() {
+        let ended = state.withLock { s -> [(DispatchQueue, @Sendable () -> Void)] in
+            s.closed = true
+            var ended: [(DispatchQueue, @Sendable () -> Void)] = []
+            for k in SensorKind.allCases {
+                for c in s.sensors[k]?.consumers.values ?? [:].values { if let e = c.ended { ended.append(e) } }
+                s.sensors[k]?.consumers = [:]
+            }
+            return ended
+        }
+        latest.withLock { $0 = Latest() }
+        Self.dispatch(ended)
+        _ = onControl { [self] in
+            let running = state.withLock { s -> [RunningCapture] in
+                defer { s.captures = [:] }
+                return Array(s.captures.values)
+            }
+            for run in running { run.capture.stop() }
+        }
     }
 
     // MARK: Reconfiguration
 
     /// Brings the running captures in line with the consumers: one capture per device serving every
     /// active sensor of that device; captures whose sensors, interval, rate or mode changed are
-    /// restarted. Runs on ``control``. Setup errors go to the consumers of the sensors concerned.
+    /// restarted. Runs on ``control``. A sensor that cannot start fails alone: its consumers hear
+    /// why, and the device's other sensors start without it.
     /// - Returns: the setup error of each sensor that could not start.
     @discardableResult
     func reconcile(plans: [SensorKind: SensorPlan], uri: String) -> [SensorKind: MotionError] {
         dispatchPrecondition(condition: .onQueue(control))
         let (wanted, running) = state.withLock { s -> ([String: (CaptureKey, [SensorPlan])], [String: RunningCapture]) in
             var byDevice: [String: (CaptureKey, [SensorPlan])] = [:]
+            guard !s.closed else { return ([:], s.captures) }
             for kind in SensorKind.allCases {
-                guard let sensor = s.sensors[kind], !sensor.consumers.isEmpty, sensor.error == nil, !sensor.stopping,
+                guard let sensor = s.sensors[kind], !sensor.consumers.isEmpty, !sensor.stopping,
                       let plan = plans[kind] else { continue }
                 let id = plan.info.deviceID
                 var entry = byDevice[id] ?? (CaptureKey(kinds: [], interval: .infinity, rate: nil, timeout: s.timeout, preference: s.preference), [])
                 entry.0.kinds.append(kind)
-                entry.0.interval = min(entry.0.interval, sensor.interval)
                 for c in sensor.consumers.values {
+                    entry.0.interval = min(entry.0.interval, c.interval ?? sensor.interval)
                     if case .batched(_, _, let queue) = c.delivery {
                         entry.0.everySample = true  // a batched consumer wants every sample…
-                        if queue != nil { entry.0.handsOff = true }  // …and, on a queue, keeps batches past the refill
+                        // …and, on a queue or in an async sequence, keeps batches past the refill
+                        if queue != nil || c.backlog != nil { entry.0.handsOff = true }
+                        if c.timely { entry.0.timely = true }
                     } else {
                         entry.0.timely = true  // a push or pull consumer wants the newest promptly
                     }
@@ -261,42 +322,94 @@ final class StreamHub: Sendable {
         for (id, run) in running where wanted[id]?.0 != run.key {
             run.capture.stop()
             state.withLock { s in
-                s.captures[id] = nil
+                if s.captures[id]?.serial == run.serial { s.captures[id] = nil }
                 for k in run.key.kinds { s.sensors[k]?.status = nil }
             }
         }
         var failures: [SensorKind: MotionError] = [:]
         for (id, (key, devicePlans)) in wanted.sorted(by: { $0.key < $1.key }) {
             if state.withLock({ $0.captures[id] != nil }) { continue }
-            let settings = CaptureSettings(uri: uri, plans: devicePlans, units: units, interval: key.interval, everySample: key.everySample,
+            let failed = startCapture(device: id, key: key, plans: devicePlans, uri: uri,
+                                      previously: running[id]?.key.kinds ?? [])
+            for (k, e) in failed { failures[k] = e }
+        }
+        return failures
+    }
+
+    /// Starts the capture of one device for `key`. When it cannot start with all its sensors, it
+    /// tries them one by one (those that ran before first) and keeps every one that can run
+    /// together: one broken sensor does not take the device's others down.
+    /// - Returns: the sensors that could not start, and why (their consumers have heard it).
+    private func startCapture(device id: String, key: CaptureKey, plans: [SensorPlan], uri: String,
+                              previously: [SensorKind]) -> [SensorKind: MotionError] {
+        func attempt(_ kinds: [SensorKind]) -> Result<Void, MotionError> {
+            var key = key
+            key.kinds = kinds
+            let chosen = plans.filter { kinds.contains($0.info.kind) }
+            let settings = CaptureSettings(uri: uri, plans: chosen, units: units, interval: key.interval, everySample: key.everySample,
                                            handsOff: key.handsOff, timely: key.timely, requestedRate: key.rate,
                                            timeout: key.timeout, preference: key.preference)
             let serial = state.withLock { s -> Int in
                 s.nextCaptureSerial += 1
                 return s.nextCaptureSerial
             }
-            let capture = DeviceCapture(
-                settings: settings,
-                deliver: { [weak self] batch in self?.deliver(batch) },
-                fail: { [weak self] kinds, error, ended in
+            let capture = makeCapture(
+                settings,
+                { [weak self] batch in self?.deliver(batch) },
+                { [weak self] kinds, error, ended in
                     self?.captureFailed(deviceID: id, serial: serial, kinds: kinds, error: error, ended: ended)
                 })
+            // Registered before it starts, so that a failure it reports at once is recognised as its own.
+            state.withLock { $0.captures[id] = RunningCapture(capture: capture, key: key, serial: serial) }
             do throws(MotionError) {
                 let status = try capture.start()
-                let notice: (@Sendable (String) -> Void)? = state.withLock { s in
-                    s.captures[id] = RunningCapture(capture: capture, key: key, serial: serial)
-                    for k in key.kinds { s.sensors[k]?.status = status }
+                let notice = state.withLock { s -> (@Sendable (String) -> Void)? in
+                    for k in kinds where !(s.sensors[k]?.consumers.isEmpty ?? true) { s.sensors[k]?.status = status }
                     if let reason = status.fallbackReason, s.announced.insert(reason).inserted { return s.noticeHandler }
                     return nil
                 }
                 if let notice, let reason = status.fallbackReason {
-                    notice("Polling \(capture.deviceText) instead of streaming its buffer: \(reason).")
+                    let text = "Polling \(capture.deviceText) instead of streaming its buffer: \(reason)."
+                    noticeQueue.async { notice(text) }
                 }
+                return .success(())
             } catch {
-                for k in key.kinds { failures[k] = error }
-                fail(kinds: key.kinds, error: error)
+                state.withLock { s in if s.captures[id]?.serial == serial { s.captures[id] = nil } }
+                return .failure(error)
             }
         }
+        /// Stops and forgets the device's capture started by an earlier attempt.
+        func stopCurrent() {
+            let run = state.withLock { s -> RunningCapture? in
+                defer { s.captures[id] = nil }
+                return s.captures[id]
+            }
+            run?.capture.stop()
+        }
+        var failures: [SensorKind: MotionError] = [:]
+        switch attempt(key.kinds) {
+        case .success:
+            return [:]
+        case .failure(let error) where key.kinds.count == 1:
+            failures[key.kinds[0]] = error
+        case .failure:
+            let order = key.kinds.filter { previously.contains($0) } + key.kinds.filter { !previously.contains($0) }
+            var working: [SensorKind] = []
+            for k in order {
+                stopCurrent()  // the device's buffer can serve one capture at a time
+                switch attempt(working + [k]) {
+                case .success:
+                    working.append(k)
+                case .failure(let e):
+                    failures[k] = e
+                    if !working.isEmpty, case .failure(let e) = attempt(working) {
+                        for w in working { failures[w] = e }
+                        working = []
+                    }
+                }
+            }
+        }
+        fail(kinds: Array(failures.keys), errors: failures)
         return failures
     }
 
@@ -342,25 +455,27 @@ final class StreamHub: Sendable {
                             sensor.statistics.coalesced += count
                         }
                         sensor.consumers[id] = c
-                    case let .batched(make, _, nil):
-                        // On this thread, after the lock is released: no backlog can build up.
-                        here.append(make(batch))
-                    case let .batched(make, _, queue?):
-                        let backlog = c.backlog, limit = s.batchBacklogLimit
-                        let admitted = backlog.withLock { pending -> Bool in
-                            guard pending + count <= limit else { return false }
-                            pending += count
-                            return true
-                        }
-                        if !admitted {
-                            sensor.statistics.dropped += count  // the handler is too far behind
+                    case let .batched(make, _, queue):
+                        let job: @Sendable () -> Void
+                        if let backlog = c.backlog {
+                            if !backlog.reserve(count, limit: s.batchBacklogLimit) {
+                                sensor.statistics.dropped += count  // the handler is too far behind
+                                break
+                            }
+                            let handle = make(batch)
+                            if backlog.releasedByJob {
+                                job = {
+                                    handle()
+                                    backlog.release(count)
+                                }
+                            } else {
+                                job = handle
+                            }
                         } else {
-                            let job = make(batch)
-                            jobs.append((queue, {
-                                job()
-                                backlog.withLock { $0 -= count }
-                            }))
+                            job = make(batch)
                         }
+                        // On this thread, after the lock is released, or on the consumer's queue.
+                        if let queue { jobs.append((queue, job)) } else { here.append(job) }
                     case .pull:
                         break
                     }
@@ -373,27 +488,30 @@ final class StreamHub: Sendable {
     }
 
     /// Sensors of a capture failed: they stop and their consumers hear why; the others go on.
-    /// When the capture itself `ended`, it is removed and joined (on ``control``), unless it has
-    /// already been replaced by a newer capture of the same device.
+    /// When the capture itself `ended`, it is removed and joined (on ``control``). A report from a
+    /// capture that has been replaced meanwhile is ignored.
     private func captureFailed(deviceID: String, serial: Int, kinds: [SensorKind], error: MotionError, ended: Bool) {
-        fail(kinds: kinds, error: error)
+        guard state.withLock({ $0.captures[deviceID]?.serial == serial }) else { return }
+        fail(kinds: kinds, errors: Dictionary(uniqueKeysWithValues: kinds.map { ($0, error) }))
         guard ended else { return }
         control.async { [self] in
             let run = state.withLock { s -> RunningCapture? in
                 guard let r = s.captures[deviceID], r.serial == serial else { return nil }
                 s.captures[deviceID] = nil
+                for k in r.key.kinds { s.sensors[k]?.status = nil }
                 return r
             }
             run?.capture.stop()
         }
     }
 
-    private func fail(kinds: [SensorKind], error: MotionError) {
+    /// The sensors' updates end with an error: every consumer hears it once (on its queue; a
+    /// capture-thread handler on the sensor's default queue) and is removed.
+    private func fail(kinds: [SensorKind], errors: [SensorKind: MotionError]) {
         let jobs = state.withLock { s -> [(DispatchQueue, @Sendable () -> Void)] in
             var jobs: [(DispatchQueue, @Sendable () -> Void)] = []
             for k in kinds {
-                guard var sensor = s.sensors[k] else { continue }
-                sensor.error = error
+                guard var sensor = s.sensors[k], let error = errors[k] else { continue }
                 sensor.status = nil
                 for c in sensor.consumers.values {
                     switch c.delivery {
@@ -402,11 +520,38 @@ final class StreamHub: Sendable {
                     case .pull: break
                     }
                 }
+                sensor.consumers = [:]
+                sensor.stopping = false
                 s.sensors[k] = sensor
             }
             return jobs
         }
+        latest.withLock { l in for k in kinds { l.samples[k.slot] = nil } }
         Self.dispatch(jobs)
+    }
+}
+
+/// The sample waiting for a coalesced handler, and whether a job to deliver it is queued: at most
+/// one job per consumer is ever queued, so a blocked handler costs no memory.
+final class Mailbox<Value: Sendable>: Sendable {
+    private let slot = Locked<(value: Value?, scheduled: Bool)>((nil, false))
+
+    /// Leaves `value` for the handler; true when a job must be queued to deliver it, false when
+    /// the queued job will deliver it instead of an older value (which is coalesced).
+    func put(_ value: Value) -> Bool {
+        slot.withLock { s in
+            s.value = value
+            defer { s.scheduled = true }
+            return !s.scheduled
+        }
+    }
+
+    /// The value to deliver now (the queued job calls this).
+    func take() -> Value? {
+        slot.withLock { s in
+            defer { s = (nil, false) }
+            return s.value
+        }
     }
 }
 
@@ -414,10 +559,14 @@ extension StreamHub {
     /// Whether the calling thread is a capture thread (running a handler delivered there).
     static var onCaptureThread: Bool { iioshim_is_capture_thread() != 0 }
 
-    /// Runs `work` on ``control`` and returns its result; on a capture thread, queues it and
-    /// returns nil instead, because waiting there could deadlock: ``control`` may be joining
-    /// that very thread.
+    /// Whether the calling code runs on this hub's ``control`` queue.
+    var isOnControl: Bool { DispatchQueue.getSpecific(key: Self.controlKey) == ObjectIdentifier(self) }
+
+    /// Runs `work` on ``control`` and returns its result. Already on ``control`` it runs at once;
+    /// on a capture thread it is queued and nil returned, because waiting there could deadlock:
+    /// ``control`` may be joining that very thread.
     func onControl<T: Sendable>(_ work: @escaping @Sendable () -> T) -> T? {
+        if isOnControl { return work() }
         if Self.onCaptureThread {
             control.async { _ = work() }
             return nil
