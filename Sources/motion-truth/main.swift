@@ -1,10 +1,16 @@
 // motion-truth: device motion against iio-sim's ground truth, run inside iio-sim (which exports
 // the scripted motion and its time zero as IIO_SIM_MOTION and IIO_SIM_MOTION_START_NS).
 //
-//   motion-truth SECONDS [arbitrary|corrected|north] [RATE]
+//   motion-truth SECONDS [arbitrary|corrected|north] [RATE] [--record FILE]
 //
 // Prints one JSON object: estimates, rate, convergence time, roll/pitch/tilt RMS error (degrees,
 // after the first 2 s), yaw drift per minute, heading RMS and worst error (north frame).
+// `--record FILE` also writes every sample the manager delivered (accelerometer, gyroscope,
+// magnetometer: the samples device motion fused, in Core Motion's units), the true attitude at each
+// gyroscope sample (`attitude,truth`) and each estimate (`attitude,IIOMotion`), as rotation vectors
+// (device to east-north-up for the truth, device to the reference frame for the estimates), in the
+// rows of `motion-monitor --csv`: what `scripts/fusion-accuracy --peers` runs the other filters on,
+// and what `iio-sim --motion replay:FILE` streams again.
 // Separate from motion-scenarios so that the benchmarks' scenarios do not load the simulator's
 // engine (and Foundation) at start-up.
 import Dispatch
@@ -24,7 +30,10 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
-let args = Array(CommandLine.arguments)
+let commandLine = Array(CommandLine.arguments)
+let recordAt = commandLine.firstIndex(of: "--record").flatMap { $0 + 1 < commandLine.count ? $0 : nil }
+let recordPath = recordAt.map { commandLine[$0 + 1] }
+let args = recordAt.map { Array(commandLine[..<$0] + commandLine[($0 + 2)...]) } ?? commandLine
 func number(_ i: Int, _ def: Double) -> Double { args.count > i ? Double(args[i]) ?? def : def }
 let environment = ProcessInfo.processInfo.environment
 let manager = MotionManager(uri: environment["MOTION_URI"] ?? "local:")
@@ -47,6 +56,25 @@ guard let text = environment["IIO_SIM_MOTION"], let start = environment["IIO_SIM
 }
 let collected = Locked<[DeviceMotion]>([])
 let failure = Locked<String?>(nil)
+struct Raw: Sendable { var t: Double; var sensor: Int; var x: Double; var y: Double; var z: Double }
+let raws = Locked<[Raw]>([])
+if recordPath != nil {
+    // The same capture as device motion's: every sample the filter is fed.
+    manager.accelerometerUpdateInterval = 0.05
+    manager.gyroUpdateInterval = 0.05
+    manager.startAccelerometerBatches(on: .captureThread) { b, _ in
+        raws.withLock { r in for s in b ?? [] { r.append(Raw(t: s.timestamp, sensor: 0, x: s.acceleration.x, y: s.acceleration.y, z: s.acceleration.z)) } }
+    }
+    manager.startGyroBatches(on: .captureThread) { b, _ in
+        raws.withLock { r in for s in b ?? [] { r.append(Raw(t: s.timestamp, sensor: 1, x: s.rotationRate.x, y: s.rotationRate.y, z: s.rotationRate.z)) } }
+    }
+    if frame != .xArbitraryZVertical {
+        manager.magnetometerUpdateInterval = 0.05
+        manager.startMagnetometerBatches(on: .captureThread) { b, _ in
+            raws.withLock { r in for s in b ?? [] { r.append(Raw(t: s.timestamp, sensor: 2, x: s.magneticField.x, y: s.magneticField.y, z: s.magneticField.z)) } }
+        }
+    }
+}
 manager.deviceMotionUpdateInterval = 0
 manager.startDeviceMotionUpdates(using: frame, to: DispatchQueue(label: "scenario")) { m, e in
     if let m { collected.withLock { $0.append(m) } }
@@ -57,6 +85,9 @@ let active = manager.isDeviceMotionActive
 let pulled = manager.deviceMotion != nil
 let rate = manager.samplingFrequency(of: .gyroscope) ?? 0
 manager.stopDeviceMotionUpdates()
+manager.stopAccelerometerUpdates()
+manager.stopGyroUpdates()
+manager.stopMagnetometerUpdates()
 if let f = failure.withLock({ $0 }) { fail("device motion failed: \(f)") }
 let motions = collected.withLock { $0 }
 guard let first = motions.first, let last = motions.last else { fail("no device motion estimate") }
@@ -80,6 +111,27 @@ for (i, m) in motions.enumerated() {
                     roll: wrap(m.attitude.roll * degrees - atan2(g.x, -g.z) * degrees),
                     pitch: wrap(m.attitude.pitch * degrees - asin(max(-1, min(1, -g.y))) * degrees),
                     yawChange: yawChange, heading: wrap(m.heading - headingTrue)))
+}
+if let recordPath {
+    // Rotation vectors through IIOSimKit's Mat3 (device → frame).
+    func vector(_ q: Quaternion) -> Vec3 {
+        let m = RotationMatrix(q)
+        return Recording.rotationVector(Mat3(Vec3(m.m11, m.m12, m.m13), Vec3(m.m21, m.m22, m.m23), Vec3(m.m31, m.m32, m.m33)))
+    }
+    func row(_ t: Double, _ sensor: String, _ device: String, _ v: Vec3) -> String {
+        String(format: "%.9f,%@,%@,", t, sensor, device) + "\(v.x),\(v.y),\(v.z)\n"
+    }
+    let names = ["accelerometer", "gyroscope", "magnetometer"]
+    var out = "timestamp,sensor,device,x,y,z\n"
+    for r in raws.withLock({ $0 }).sorted(by: { ($0.t, $0.sensor) < ($1.t, $1.sensor) }) {
+        out += row(r.t, names[r.sensor], "sim", Vec3(r.x, r.y, r.z))
+    }
+    for m in motions {
+        let truth = script.state(at: m.timestamp - Double(start) / 1e9)
+        out += row(m.timestamp, "attitude", "truth", Recording.rotationVector(truth.attitude))
+        out += row(m.timestamp, "attitude", "IIOMotion", vector(m.attitude.quaternion))
+    }
+    guard FileManager.default.createFile(atPath: recordPath, contents: Data(out.utf8)) else { fail("cannot write \(recordPath)") }
 }
 let converged = (rows.last(where: { $0.tilt >= 1 })?.t ?? 0)
 let settled = rows.filter { $0.t >= 2 }
