@@ -219,25 +219,27 @@ def metrics(t, Rs, up, sign, north, truth_R, mag):
 
 
 def main(paths):
+    ours_only = "--ours-only" in paths
+    paths = [p for p in paths if p != "--ours-only"]
     for path in paths:
         raw, truth, ours = load(path)
         t, gyr, acc, mag = samples(raw)
         dt = float(np.median(np.diff(t)))
-        truth_R = [rotation(r[1:4]) for r in truth]
-        ours_R = [rotation(r[1:4]) for r in ours]
-        if len(truth_R) != len(t) or len(ours_R) != len(t):
-            print("%s: %d gyroscope samples, %d estimates, %d truth rows: not the same samples" %
-                  (path, len(t), len(ours_R), len(truth_R)), file=sys.stderr)
-            n = min(len(t), len(truth_R), len(ours_R))
-            t, gyr, acc, truth_R, ours_R = t[:n], gyr[:n], acc[:n], truth_R[:n], ours_R[:n]
-            mag = mag[:n] if mag is not None else None
+        # Every filter runs on every sample; the metrics use the gyroscope samples that have both a
+        # truth row and an estimate of ours (matched by timestamp).
+        key = lambda x: int(round(x * 1e9))
+        truth_at = {key(r[0]): rotation(r[1:4]) for r in truth}
+        ours_at = {key(r[0]): rotation(r[1:4]) for r in ours}
+        use = np.array([key(x) in truth_at and key(x) in ours_at for x in t])
+        truth_R = [truth_at[key(x)] for x in t[use]]
+        ours_R = [ours_at[key(x)] for x in t[use]]
         # Ours: device to a z-up frame whose x is north (north frame) or arbitrary; heading clockwise.
         res = {"record": path, "samples": len(t), "rate": 1 / dt}
-        res["IIOMotion"] = metrics(t, ours_R, 1, -1.0, 0.0, truth_R, mag)
-        for name, run in PEERS:
+        res["IIOMotion"] = metrics(t[use], ours_R, 1, -1.0, 0.0, truth_R, mag)
+        for name, run in ([] if ours_only else PEERS):
             matrix, up, sign, north = convention(run, dt, mag is not None)
             Q = run(dt, gyr, acc, mag)
-            res[name] = metrics(t, [matrix(q) for q in Q], up, sign, north, truth_R, mag)
+            res[name] = metrics(t[use], [matrix(q) for q in np.asarray(Q)[use]], up, sign, north, truth_R, mag)
         print(json.dumps(res))
         sys.stdout.flush()
 

@@ -31,6 +31,70 @@ func fail(_ message: String) -> Never {
 }
 
 let commandLine = Array(CommandLine.arguments)
+
+// `motion-truth --offline RECORD OUT [arbitrary|corrected|north]`: the filter re-run on a record's
+// samples (no simulator); OUT is RECORD with this build's estimates. `motion-truth --cost RECORD
+// [REPEATS]`: nanoseconds per filter update on the record's samples, 6-axis and (when the record
+// has a magnetometer) 9-axis, as JSON.
+if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "--cost" {
+    guard let data = FileManager.default.contents(atPath: commandLine[2]) else { fail("cannot read \(commandLine[2])") }
+    var samples: [FusionEntryPoints.Sample] = []
+    var kept: [String] = []
+    for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+        let f = line.split(separator: ",", omittingEmptySubsequences: false)
+        guard f.count == 6, let t = Double(f[0]), let x = Double(f[3]), let y = Double(f[4]), let z = Double(f[5]) else {
+            kept.append(String(line)); continue
+        }
+        if f[2] == "IIOMotion" { continue }
+        kept.append(String(line))
+        if let k = ["accelerometer", "gyroscope", "magnetometer"].firstIndex(of: String(f[1])), f[2] != "truth" {
+            samples.append(.init(timestamp: t, sensor: k, x: x, y: y, z: z))
+        }
+    }
+    samples.sort { ($0.timestamp, $0.sensor) < ($1.timestamp, $1.sensor) }
+    if commandLine[1] == "--cost" {
+        // Pairs as the aligner makes them on a one-device IMU: the same timestamps.
+        var times: [Double] = [], gyro: [SIMD3<Double>] = [], accel: [SIMD3<Double>] = [], field: [SIMD3<Double>] = []
+        var lastAccel = SIMD3<Double>(0, 0, -1), lastField: SIMD3<Double>?
+        for s in samples {
+            switch s.sensor {
+            case 0: lastAccel = SIMD3(s.x, s.y, s.z)
+            case 2: lastField = SIMD3(s.x, s.y, s.z)
+            default:
+                times.append(s.timestamp); gyro.append(SIMD3(s.x, s.y, s.z)); accel.append(lastAccel)
+                field.append(lastField ?? SIMD3(0, 20, -45))
+            }
+        }
+        let repeats = commandLine.count > 3 ? Int(commandLine[3]) ?? 20 : 20
+        func now() -> Double { var ts = timespec(); clock_gettime(CLOCK_MONOTONIC, &ts); return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9 }
+        let six = FusionEntryPoints.cost(times: times, gyro: gyro, accel: accel, field: nil, repeats: repeats, clock: now)
+        let hasField = samples.contains { $0.sensor == 2 }
+        let nine = hasField ? FusionEntryPoints.cost(times: times, gyro: gyro, accel: accel, field: field, repeats: repeats, clock: now) : nil
+        emit([("updates", "\(times.count)"), ("ns6", "\(six.nanoseconds)"), ("ns9", "\(nine?.nanoseconds ?? -1)"),
+              ("checksum", "\(six.checksum + (nine?.checksum ?? 0))")])
+        exit(0)
+    }
+    guard commandLine.count >= 4 else { fail("motion-truth --offline RECORD OUT [frame]") }
+    let frame: AttitudeReferenceFrame = switch commandLine.count > 4 ? commandLine[4] : "arbitrary" {
+    case "north": .xMagneticNorthZVertical
+    case "corrected": .xArbitraryCorrectedZVertical
+    default: .xArbitraryZVertical
+    }
+    var out = kept.joined(separator: "\n") + "\n"
+    // FUSION_PARAMS="name=value,…": configuration overrides (development; see FusionEntryPoints).
+    var overrides: [String: Double] = [:]
+    for kv in (ProcessInfo.processInfo.environment["FUSION_PARAMS"] ?? "").split(separator: ",") {
+        let p = kv.split(separator: "=")
+        if p.count == 2, let v = Double(p[1]) { overrides[String(p[0])] = v }
+    }
+    FusionEntryPoints.run(samples, frame: frame, overrides: overrides) { m in
+        let r = RotationMatrix(m.attitude.quaternion)
+        let v = Recording.rotationVector(Mat3(Vec3(r.m11, r.m12, r.m13), Vec3(r.m21, r.m22, r.m23), Vec3(r.m31, r.m32, r.m33)))
+        out += String(format: "%.9f,attitude,IIOMotion,", m.timestamp) + "\(v.x),\(v.y),\(v.z)\n"
+    }
+    guard FileManager.default.createFile(atPath: commandLine[3], contents: Data(out.utf8)) else { fail("cannot write \(commandLine[3])") }
+    exit(0)
+}
 let recordAt = commandLine.firstIndex(of: "--record").flatMap { $0 + 1 < commandLine.count ? $0 : nil }
 let recordPath = recordAt.map { commandLine[$0 + 1] }
 let args = recordAt.map { Array(commandLine[..<$0] + commandLine[($0 + 2)...]) } ?? commandLine
