@@ -142,6 +142,9 @@ struct AttitudeFilter: Sendable {
         /// The device's own field (hard-iron offset, µT, device frame) to subtract from every
         /// magnetometer sample, if the application knows it.
         var hardIronOffset: MagneticField? = nil
+        /// Without one, whether the magnetometer's calibration is learned online
+        /// (``MagnetometerCalibrator``) and applied once fitted.
+        var calibratesMagnetometer = true
 
         init() {}
     }
@@ -205,6 +208,9 @@ struct AttitudeFilter: Sendable {
     /// The horizontal direction in the reference frame the field's horizontal part is held to.
     private var headingReference = Vector3(1, 0, 0)
     private var rejectedSince: Double? = nil
+    /// The magnetometer's calibration, learned online (or set from a saved one).
+    var magnetometerCalibration = MagnetometerCalibrator()
+    private var appliedCalibration: (offset: Vector3, accuracy: MagneticFieldCalibrationAccuracy)? = nil
 
     /// A filter producing attitudes in `referenceFrame`.
     /// - Parameters:
@@ -227,9 +233,24 @@ struct AttitudeFilter: Sendable {
     ///   - field: µT, device frame, Core Motion axes.
     mutating func update(magnetometerAt timestamp: Double, field: MagneticField) {
         var m = Vector3(field)
-        if let offset = configuration.hardIronOffset { m = m - Vector3(offset) }
         guard m.isFinite, m.length > 0, timestamp.isFinite else { return }
         if let last = magnetometer, timestamp < last.timestamp { return }
+        if let offset = configuration.hardIronOffset {
+            m = m - Vector3(offset)
+        } else if configuration.calibratesMagnetometer {
+            magnetometerCalibration.add(m)
+            let cal = magnetometerCalibration
+            if cal.isCalibrated {
+                // A calibration that changed much: the field's strength and dip are learned again.
+                if let applied = appliedCalibration, (applied.offset - cal.offset).length < 2, applied.accuracy == cal.accuracy {
+                } else {
+                    appliedCalibration = (cal.offset, cal.accuracy)
+                    magneticReference = nil
+                    rejectedSince = nil
+                }
+                m = cal.calibrated(m)
+            }
+        }
         magnetometer = (timestamp, m)
     }
 
@@ -543,8 +564,11 @@ struct AttitudeFilter: Sendable {
         let user = measured.map { $0 - gravity } ?? .zero
         var field = CalibratedMagneticField.unavailable
         if let m = magnetometer, abs(timestamp - m.timestamp) <= configuration.magnetometerMaximumAge {
-            let accuracy: MagneticFieldCalibrationAccuracy =
-                configuration.hardIronOffset == nil ? .uncalibrated : (isMagneticFieldAccepted || !usesMagnetometer ? .medium : .low)
+            let fitted = magnetometerCalibration.accuracy
+            let learned: MagneticFieldCalibrationAccuracy = fitted == .uncalibrated ? .uncalibrated
+                : (isMagneticFieldAccepted || !usesMagnetometer ? fitted : .low)
+            let accuracy: MagneticFieldCalibrationAccuracy = configuration.hardIronOffset == nil ? learned
+                : (isMagneticFieldAccepted || !usesMagnetometer ? .medium : .low)
             field = CalibratedMagneticField(field: m.field.magneticField, accuracy: accuracy)
         }
         return DeviceMotion(
