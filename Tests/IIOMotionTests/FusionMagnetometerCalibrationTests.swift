@@ -98,3 +98,26 @@ struct MagnetometerCalibrationTests {
         #expect(filter.magnetometerCalibration.accuracy == .high)
     }
 }
+
+@Suite("Magnetometer calibration store")
+struct MagnetometerCalibrationStoreTests {
+    @Test("A file per device under XDG_STATE_HOME; saved, loaded, deleted")
+    func roundTrip() throws {
+        let root = "/tmp/iiomotion-store-test-\(getpid())"
+        let env = ["XDG_STATE_HOME": root, "HOME": "/nonexistent"]
+        let path = try #require(MagnetometerCalibrationStore.path(device: "lsm9ds1_magn/label 1", environment: env))
+        #expect(path == root + "/iiomotion/magnetometer-lsm9ds1_magn_label_1.txt")
+        #expect(MagnetometerCalibrationStore.load(path: path) == nil)
+        var rng = SplitMix64(seed: 7)
+        var cal = MagnetometerCalibrator()
+        #expect(!MagnetometerCalibrationStore.save(cal, path: path))  // nothing learned: nothing saved
+        for i in 0..<4000 { cal.add(distorted(attitude(Double(i) / 50).inverseRotate(earth), &rng)) }
+        #expect(MagnetometerCalibrationStore.save(cal, path: path))
+        let back = try #require(MagnetometerCalibrationStore.load(path: path))
+        #expect(back.offset == cal.offset && back.isCalibrated)
+        unlink(path)
+        #expect(MagnetometerCalibrationStore.load(path: path) == nil)
+        rmdir(root + "/iiomotion"); rmdir(root)
+        #expect(MagnetometerCalibrationStore.path(device: "x", environment: [:]) == nil)
+    }
+}

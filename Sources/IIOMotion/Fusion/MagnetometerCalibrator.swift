@@ -165,3 +165,53 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         accuracy = coverage >= 14 && residual < 0.05 ? .medium : .low
     }
 }
+
+/// Where a device's magnetometer calibration is kept between runs: one small text file per
+/// device under `$XDG_STATE_HOME/iiomotion` (else `~/.local/state/iiomotion`), named after the
+/// device's identity (e.g. its IIO name and label). Deleting the file forgets the calibration.
+///
+/// Not wired into ``MotionManager`` yet: a manager would ``load(device:)`` when device motion
+/// starts (handing it to ``DeviceMotionFusion``) and ``save(_:device:)`` when it stops.
+enum MagnetometerCalibrationStore {
+    /// The folder, or nil without a home.
+    static func folder(environment: [String: String]) -> String? {
+        if let s = environment["XDG_STATE_HOME"], s.hasPrefix("/") { return s + "/iiomotion" }
+        if let h = environment["HOME"], h.hasPrefix("/") { return h + "/.local/state/iiomotion" }
+        return nil
+    }
+
+    /// The file for a device identity (characters other than letters, digits, `-`, `_`, `.` become `_`).
+    static func path(device: String, environment: [String: String]) -> String? {
+        let safe = String(device.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" })
+        return folder(environment: environment).map { $0 + "/magnetometer-" + safe + ".txt" }
+    }
+
+    /// The saved calibration, or nil (no file, unreadable, not a calibration).
+    static func load(path: String) -> MagnetometerCalibrator? {
+        guard let f = fopen(path, "r") else { return nil }
+        defer { fclose(f) }
+        var buffer = [CChar](repeating: 0, count: 512)
+        guard fgets(&buffer, Int32(buffer.count), f) != nil else { return nil }
+        return MagnetometerCalibrator(text: String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+
+    /// Saves a calibration that has one (atomically: a temporary file renamed); false on failure.
+    @discardableResult
+    static func save(_ calibration: MagnetometerCalibrator, path: String) -> Bool {
+        guard calibration.isCalibrated else { return false }
+        if let slash = path.lastIndex(of: "/") {
+            let dir = String(path[..<slash])
+            var partial = ""
+            for part in dir.split(separator: "/") {
+                partial += "/" + part
+                mkdir(partial, 0o755)
+            }
+        }
+        let temporary = path + ".tmp"
+        guard let f = fopen(temporary, "w") else { return false }
+        let ok = fputs(calibration.text, f) >= 0
+        fclose(f)
+        guard ok, rename(temporary, path) == 0 else { unlink(temporary); return false }
+        return true
+    }
+}
