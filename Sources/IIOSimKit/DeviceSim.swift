@@ -300,7 +300,7 @@ final class DeviceSim: Sendable {
                         v += Vec3(s.noise.gaussian(), s.noise.gaussian(), s.noise.gaussian()) * gyroSigma
                     }
                 case .magn:
-                    v = m.magneticField
+                    v = imp.distortedField(m.magneticField)
                     if noisy && imp.magnNoise > 0 {
                         v += Vec3(s.noise.gaussian(), s.noise.gaussian(), s.noise.gaussian()) * imp.magnNoise
                     }

@@ -94,6 +94,10 @@ public struct MotionScript: Sendable, CustomStringConvertible {
         /// A repeating tilt sequence from the rest pose: `angle` radians about x, back, about y, back;
         /// each move takes `moveTime` seconds and each pose is held for `holdTime` seconds.
         case tilt(angle: Double, moveTime: Double, holdTime: Double)
+        /// A motion like a user's (see ``LifeMotion``), drawn from a seed.
+        case life(LifeMotion)
+        /// A recorded motion (see ``Recording``).
+        case replay(Recording)
     }
 
     /// The motion.
@@ -125,9 +129,24 @@ public struct MotionScript: Sendable, CustomStringConvertible {
     /// - `rotate[:axis=z][,dps=90][,up=+z]`: constant rotation about a device axis.
     /// - `shake[:axis=x][,g=0.5][,hz=3][,up=+z]`: linear shaking (amplitude in g).
     /// - `tilt[:deg=30][,move=1][,hold=1][,up=+z]`: tilt about x, back, about y, back, repeating.
+    /// - `hand-held`, `shaking`, `vibration`, `walking` `[:seed=N][,steel=T][,steel-ut=A]`: motions
+    ///   like a user's (``LifeMotion``), drawn from seed N (default 1); `steel=T` adds a steel object
+    ///   passing the device, closest T seconds in, adding A µT (default 25) to the field.
+    /// - `replay:FILE`: a `motion-monitor --csv` log (``Recording``).
     /// - Throws: ``ParseError`` naming the bad part.
     public init(parsing spec: String) throws {
         description = spec
+        if spec.hasPrefix("replay:") {
+            let path = String(spec.dropFirst("replay:".count))
+            guard !path.isEmpty else { throw ParseError(description: "motion \"replay:\" needs a file: replay:FILE") }
+            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            do { kind = .replay(try Recording(contentsOf: absolute)) } catch {
+                throw ParseError(description: "\(error)")
+            }
+            rest = .identity
+            description = "replay:" + absolute
+            return
+        }
         let parts = spec.split(separator: ":", maxSplits: 1)
         let name = parts.first.map(String.init) ?? ""
         var opts: [String: String] = [:]
@@ -148,6 +167,20 @@ public struct MotionScript: Sendable, CustomStringConvertible {
             guard let v = Self.axisVector(s) else { throw ParseError(description: "motion \"\(spec)\": \(key)=\(s) is not an axis (x, y, z, -x, …)") }
             return v
         }
+        if let style = LifeMotion.Style(rawValue: name) {
+            let seedText = opts.removeValue(forKey: "seed") ?? "1"
+            guard let seed = UInt64(seedText) else { throw ParseError(description: "motion \"\(spec)\": seed=\(seedText) is not a non-negative integer") }
+            var steel: SteelPass?
+            if opts["steel"] != nil {
+                steel = SteelPass(time: try number("steel", 0), strength: try number("steel-ut", 25) / 100)
+            }
+            if let extra = opts.keys.sorted().first {
+                throw ParseError(description: "motion \"\(spec)\": unknown option \(extra)")
+            }
+            kind = .life(LifeMotion(style: style, seed: seed, steel: steel))
+            rest = .identity
+            return
+        }
         var upText = opts.removeValue(forKey: "up") ?? "+z"
         if name == "still", let face = opts.removeValue(forKey: "face") { upText = face }
         guard let up = Self.axisVector(upText) else {
@@ -166,7 +199,7 @@ public struct MotionScript: Sendable, CustomStringConvertible {
             guard move > 0, hold >= 0 else { throw ParseError(description: "motion \"\(spec)\": move must be > 0 and hold >= 0") }
             kind = .tilt(angle: try number("deg", 30) * .pi / 180, moveTime: move, holdTime: hold)
         default:
-            throw ParseError(description: "unknown motion \"\(name)\" (still, rotate, shake, tilt)")
+            throw ParseError(description: "unknown motion \"\(name)\" (still, rotate, shake, tilt, hand-held, shaking, vibration, walking, replay:FILE)")
         }
         if let extra = opts.keys.sorted().first {
             throw ParseError(description: "motion \"\(spec)\": unknown option \(extra)")
@@ -203,7 +236,13 @@ public struct MotionScript: Sendable, CustomStringConvertible {
         var attitude = rest
         var omega = Vec3.zero
         var linearWorld = Vec3.zero
+        var field = Self.earthField
         switch kind {
+        case let .replay(recording):
+            return recording.state(at: t)
+        case let .life(m):
+            (attitude, omega, linearWorld) = m.evaluate(at: t)
+            if let steel = m.steel { field += steel.field(at: t) }
         case .still:
             break
         case let .rotate(axis, rate):
@@ -234,7 +273,7 @@ public struct MotionScript: Sendable, CustomStringConvertible {
         return MotionState(
             acceleration: worldToDevice * (linearWorld + Vec3(0, 0, Self.g)),
             angularVelocity: omega,
-            magneticField: worldToDevice * Self.earthField,
+            magneticField: worldToDevice * field,
             attitude: attitude)
     }
 }
@@ -254,6 +293,12 @@ public struct Imperfections: Sendable, Equatable {
     public var gyroNoiseDensity: Double = 0
     /// Standard deviation of white noise on each magnetometer axis, gauss.
     public var magnNoise: Double = 0
+    /// The magnetometer's hard-iron offset (the board's own field: magnetised parts, currents),
+    /// gauss, device frame.
+    public var magnHardIron: Vec3 = .zero
+    /// The magnetometer's soft-iron matrix (nearby iron bending the field; the sensor's gains and
+    /// axis misalignment): the magnetometer reads `magnSoftIron · field + magnHardIron`.
+    public var magnSoftIron: Mat3 = .identity
 
     public init(accelNoise: Double = 0, gyroNoise: Double = 0, gyroBias: Vec3 = .zero,
                 accelNoiseDensity: Double = 0, gyroNoiseDensity: Double = 0, magnNoise: Double = 0) {
@@ -268,7 +313,11 @@ public struct Imperfections: Sendable, Equatable {
     /// True when nothing is added.
     public var isIdeal: Bool {
         accelNoise == 0 && gyroNoise == 0 && gyroBias == .zero && accelNoiseDensity == 0 && gyroNoiseDensity == 0 && magnNoise == 0
+            && magnHardIron == .zero && magnSoftIron == .identity
     }
+
+    /// What the magnetometer reads (before noise) in a field, both in the device frame.
+    public func distortedField(_ field: Vec3) -> Vec3 { magnSoftIron * field + magnHardIron }
 
     /// Per-sample σ of the accelerometer's noise at `rate` Hz.
     public func accelSigma(rate: Double) -> Double {

@@ -52,6 +52,11 @@ public struct SimCommandLine: Sendable {
                               rotate[:axis=z,dps=90,up=+z]        constant rotation about a device axis
                               shake[:axis=x,g=0.5,hz=3,up=+z]     linear shaking
                               tilt[:deg=30,move=1,hold=1,up=+z]   tilt about x, back, about y, back
+                              hand-held|shaking|vibration|walking[:seed=N,steel=T,steel-ut=A]
+                                                     motions like a user's, drawn from seed N; steel=T:
+                                                     a steel object passes, closest at T s (A µT)
+                              replay:FILE                         a motion-monitor --csv log (raw
+                                                     samples, or truth rows to render)
       --accel-noise SIGMA     white noise on the accelerometer, m/s² (default 0)
       --gyro-noise SIGMA      white noise on the gyroscope, rad/s (default 0)
       --gyro-bias X,Y,Z       constant gyroscope bias, rad/s
@@ -59,6 +64,8 @@ public struct SimCommandLine: Sendable {
                               the noise per sample follows the sampling frequency in force
       --gyro-noise-density DPS  gyroscope noise density, °/s/√Hz (BMI160: 0.007)
       --magn-noise UT         white noise on the magnetometer, µT
+      --magn-hard-iron X,Y,Z  the magnetometer's hard-iron offset, µT (device frame)
+      --magn-soft-iron M      its soft-iron matrix, "a,b,c;d,e,f;g,h,i": it reads M·field + offset
       --seed N                seed for the noise (default 1)
       --fast                  stream as fast as the reader drains (virtual time) instead of at the
                               sampling frequency
@@ -133,6 +140,15 @@ public struct SimCommandLine: Sendable {
                 options.imperfections.gyroNoiseDensity = try number(a) * Double.pi / 180
             case "--magn-noise":
                 options.imperfections.magnNoise = try number(a) / 100
+            case "--magn-hard-iron":
+                let v = try value(a)
+                let parts = v.split(separator: ",").compactMap { Double($0) }
+                guard parts.count == 3 else { throw UsageError(description: "--magn-hard-iron expects X,Y,Z in µT") }
+                options.imperfections.magnHardIron = Vec3(parts[0], parts[1], parts[2]) / 100
+            case "--magn-soft-iron":
+                let v = try value(a)
+                guard let m = Mat3(mountMatrix: v) else { throw UsageError(description: "--magn-soft-iron expects a,b,c;d,e,f;g,h,i") }
+                options.imperfections.magnSoftIron = m
             case "--seed":
                 let v = try value(a)
                 guard let s = UInt64(v) else { throw UsageError(description: "--seed: \"\(v)\" is not a non-negative integer") }

@@ -1,10 +1,16 @@
 // motion-truth: device motion against iio-sim's ground truth, run inside iio-sim (which exports
 // the scripted motion and its time zero as IIO_SIM_MOTION and IIO_SIM_MOTION_START_NS).
 //
-//   motion-truth SECONDS [arbitrary|corrected|north] [RATE]
+//   motion-truth SECONDS [arbitrary|corrected|north] [RATE] [--record FILE]
 //
 // Prints one JSON object: estimates, rate, convergence time, roll/pitch/tilt RMS error (degrees,
 // after the first 2 s), yaw drift per minute, heading RMS and worst error (north frame).
+// `--record FILE` also writes every sample the manager delivered (accelerometer, gyroscope,
+// magnetometer: the samples device motion fused, in Core Motion's units), the true attitude at each
+// gyroscope sample (`attitude,truth`) and each estimate (`attitude,IIOMotion`), as rotation vectors
+// (device to east-north-up for the truth, device to the reference frame for the estimates), in the
+// rows of `motion-monitor --csv`: what `scripts/fusion-accuracy --peers` runs the other filters on,
+// and what `iio-sim --motion replay:FILE` streams again.
 // Separate from motion-scenarios so that the benchmarks' scenarios do not load the simulator's
 // engine (and Foundation) at start-up.
 import Dispatch
@@ -24,7 +30,74 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
-let args = Array(CommandLine.arguments)
+let commandLine = Array(CommandLine.arguments)
+
+// `motion-truth --offline RECORD OUT [arbitrary|corrected|north]`: the filter re-run on a record's
+// samples (no simulator); OUT is RECORD with this build's estimates. `motion-truth --cost RECORD
+// [REPEATS]`: nanoseconds per filter update on the record's samples, 6-axis and (when the record
+// has a magnetometer) 9-axis, as JSON.
+if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "--cost" {
+    guard let data = FileManager.default.contents(atPath: commandLine[2]) else { fail("cannot read \(commandLine[2])") }
+    var samples: [FusionEntryPoints.Sample] = []
+    var kept: [String] = []
+    for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+        let f = line.split(separator: ",", omittingEmptySubsequences: false)
+        guard f.count == 6, let t = Double(f[0]), let x = Double(f[3]), let y = Double(f[4]), let z = Double(f[5]) else {
+            kept.append(String(line)); continue
+        }
+        if f[2] == "IIOMotion" { continue }
+        kept.append(String(line))
+        if let k = ["accelerometer", "gyroscope", "magnetometer"].firstIndex(of: String(f[1])), f[2] != "truth" {
+            samples.append(.init(timestamp: t, sensor: k, x: x, y: y, z: z))
+        }
+    }
+    samples.sort { ($0.timestamp, $0.sensor) < ($1.timestamp, $1.sensor) }
+    if commandLine[1] == "--cost" {
+        // Pairs as the aligner makes them on a one-device IMU: the same timestamps.
+        var times: [Double] = [], gyro: [SIMD3<Double>] = [], accel: [SIMD3<Double>] = [], field: [SIMD3<Double>] = []
+        var lastAccel = SIMD3<Double>(0, 0, -1), lastField: SIMD3<Double>?
+        for s in samples {
+            switch s.sensor {
+            case 0: lastAccel = SIMD3(s.x, s.y, s.z)
+            case 2: lastField = SIMD3(s.x, s.y, s.z)
+            default:
+                times.append(s.timestamp); gyro.append(SIMD3(s.x, s.y, s.z)); accel.append(lastAccel)
+                field.append(lastField ?? SIMD3(0, 20, -45))
+            }
+        }
+        let repeats = commandLine.count > 3 ? Int(commandLine[3]) ?? 20 : 20
+        func now() -> Double { var ts = timespec(); clock_gettime(CLOCK_MONOTONIC, &ts); return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9 }
+        let six = FusionEntryPoints.cost(times: times, gyro: gyro, accel: accel, field: nil, repeats: repeats, clock: now)
+        let hasField = samples.contains { $0.sensor == 2 }
+        let nine = hasField ? FusionEntryPoints.cost(times: times, gyro: gyro, accel: accel, field: field, repeats: repeats, clock: now) : nil
+        emit([("updates", "\(times.count)"), ("ns6", "\(six.nanoseconds)"), ("ns9", "\(nine?.nanoseconds ?? -1)"),
+              ("checksum", "\(six.checksum + (nine?.checksum ?? 0))")])
+        exit(0)
+    }
+    guard commandLine.count >= 4 else { fail("motion-truth --offline RECORD OUT [frame]") }
+    let frame: AttitudeReferenceFrame = switch commandLine.count > 4 ? commandLine[4] : "arbitrary" {
+    case "north": .xMagneticNorthZVertical
+    case "corrected": .xArbitraryCorrectedZVertical
+    default: .xArbitraryZVertical
+    }
+    var out = kept.joined(separator: "\n") + "\n"
+    // FUSION_PARAMS="name=value,…": configuration overrides (development; see FusionEntryPoints).
+    var overrides: [String: Double] = [:]
+    for kv in (ProcessInfo.processInfo.environment["FUSION_PARAMS"] ?? "").split(separator: ",") {
+        let p = kv.split(separator: "=")
+        if p.count == 2, let v = Double(p[1]) { overrides[String(p[0])] = v }
+    }
+    FusionEntryPoints.run(samples, frame: frame, overrides: overrides) { m in
+        let r = RotationMatrix(m.attitude.quaternion)
+        let v = Recording.rotationVector(Mat3(Vec3(r.m11, r.m12, r.m13), Vec3(r.m21, r.m22, r.m23), Vec3(r.m31, r.m32, r.m33)))
+        out += String(format: "%.9f,attitude,IIOMotion,", m.timestamp) + "\(v.x),\(v.y),\(v.z)\n"
+    }
+    guard FileManager.default.createFile(atPath: commandLine[3], contents: Data(out.utf8)) else { fail("cannot write \(commandLine[3])") }
+    exit(0)
+}
+let recordAt = commandLine.firstIndex(of: "--record").flatMap { $0 + 1 < commandLine.count ? $0 : nil }
+let recordPath = recordAt.map { commandLine[$0 + 1] }
+let args = recordAt.map { Array(commandLine[..<$0] + commandLine[($0 + 2)...]) } ?? commandLine
 func number(_ i: Int, _ def: Double) -> Double { args.count > i ? Double(args[i]) ?? def : def }
 let environment = ProcessInfo.processInfo.environment
 let manager = MotionManager(uri: environment["MOTION_URI"] ?? "local:")
@@ -47,6 +120,25 @@ guard let text = environment["IIO_SIM_MOTION"], let start = environment["IIO_SIM
 }
 let collected = Locked<[DeviceMotion]>([])
 let failure = Locked<String?>(nil)
+struct Raw: Sendable { var t: Double; var sensor: Int; var x: Double; var y: Double; var z: Double }
+let raws = Locked<[Raw]>([])
+if recordPath != nil {
+    // The same capture as device motion's: every sample the filter is fed.
+    manager.accelerometerUpdateInterval = 0.05
+    manager.gyroUpdateInterval = 0.05
+    manager.startAccelerometerBatches(on: .captureThread) { b, _ in
+        raws.withLock { r in for s in b ?? [] { r.append(Raw(t: s.timestamp, sensor: 0, x: s.acceleration.x, y: s.acceleration.y, z: s.acceleration.z)) } }
+    }
+    manager.startGyroBatches(on: .captureThread) { b, _ in
+        raws.withLock { r in for s in b ?? [] { r.append(Raw(t: s.timestamp, sensor: 1, x: s.rotationRate.x, y: s.rotationRate.y, z: s.rotationRate.z)) } }
+    }
+    if frame != .xArbitraryZVertical {
+        manager.magnetometerUpdateInterval = 0.05
+        manager.startMagnetometerBatches(on: .captureThread) { b, _ in
+            raws.withLock { r in for s in b ?? [] { r.append(Raw(t: s.timestamp, sensor: 2, x: s.magneticField.x, y: s.magneticField.y, z: s.magneticField.z)) } }
+        }
+    }
+}
 manager.deviceMotionUpdateInterval = 0
 manager.startDeviceMotionUpdates(using: frame, to: DispatchQueue(label: "scenario")) { m, e in
     if let m { collected.withLock { $0.append(m) } }
@@ -57,6 +149,9 @@ let active = manager.isDeviceMotionActive
 let pulled = manager.deviceMotion != nil
 let rate = manager.samplingFrequency(of: .gyroscope) ?? 0
 manager.stopDeviceMotionUpdates()
+manager.stopAccelerometerUpdates()
+manager.stopGyroUpdates()
+manager.stopMagnetometerUpdates()
 if let f = failure.withLock({ $0 }) { fail("device motion failed: \(f)") }
 let motions = collected.withLock { $0 }
 guard let first = motions.first, let last = motions.last else { fail("no device motion estimate") }
@@ -80,6 +175,27 @@ for (i, m) in motions.enumerated() {
                     roll: wrap(m.attitude.roll * degrees - atan2(g.x, -g.z) * degrees),
                     pitch: wrap(m.attitude.pitch * degrees - asin(max(-1, min(1, -g.y))) * degrees),
                     yawChange: yawChange, heading: wrap(m.heading - headingTrue)))
+}
+if let recordPath {
+    // Rotation vectors through IIOSimKit's Mat3 (device → frame).
+    func vector(_ q: Quaternion) -> Vec3 {
+        let m = RotationMatrix(q)
+        return Recording.rotationVector(Mat3(Vec3(m.m11, m.m12, m.m13), Vec3(m.m21, m.m22, m.m23), Vec3(m.m31, m.m32, m.m33)))
+    }
+    func row(_ t: Double, _ sensor: String, _ device: String, _ v: Vec3) -> String {
+        String(format: "%.9f,%@,%@,", t, sensor, device) + "\(v.x),\(v.y),\(v.z)\n"
+    }
+    let names = ["accelerometer", "gyroscope", "magnetometer"]
+    var out = "timestamp,sensor,device,x,y,z\n"
+    for r in raws.withLock({ $0 }).sorted(by: { ($0.t, $0.sensor) < ($1.t, $1.sensor) }) {
+        out += row(r.t, names[r.sensor], "sim", Vec3(r.x, r.y, r.z))
+    }
+    for m in motions {
+        let truth = script.state(at: m.timestamp - Double(start) / 1e9)
+        out += row(m.timestamp, "attitude", "truth", Recording.rotationVector(truth.attitude))
+        out += row(m.timestamp, "attitude", "IIOMotion", vector(m.attitude.quaternion))
+    }
+    guard FileManager.default.createFile(atPath: recordPath, contents: Data(out.utf8)) else { fail("cannot write \(recordPath)") }
 }
 let converged = (rows.last(where: { $0.tilt >= 1 })?.t ?? 0)
 let settled = rows.filter { $0.t >= 2 }

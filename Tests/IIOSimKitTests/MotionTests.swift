@@ -370,3 +370,175 @@ struct NoiseTests {
         #expect(!Imperfections(gyroBias: Vec3(0, 0, 0.001)).isIdeal)
     }
 }
+
+@Suite("Motions like a user's")
+struct LifeMotionTests {
+    static let specs = ["hand-held", "shaking", "vibration", "walking", "hand-held:seed=7,steel=5", "walking:seed=3"]
+
+    @Test("ω is the derivative of the attitude (Ȧ = A·[ω]×), everywhere", arguments: specs)
+    func derivative(spec: String) throws {
+        let m = try motion(spec)
+        let h = 1e-6
+        for i in 0..<400 {
+            let t = 0.0137 + Double(i) * 0.1491
+            let before = rows(m.state(at: t - h).attitude), after = rows(m.state(at: t + h).attitude)
+            let s = m.state(at: t)
+            for (k, r) in rows(s.attitude).enumerated() {
+                let d = (after[k] - before[k]) / (2 * h)
+                #expect(d.isClose(to: r.cross(s.angularVelocity), tolerance: 1e-5), "\(spec) t = \(t), row \(k)")
+            }
+        }
+    }
+
+    @Test("Integrating the gyro over a minute keeps gravity and north where the script has them", arguments: specs)
+    func integrates(spec: String) throws {
+        let m = try motion(spec)
+        // RK4 on the attitude itself: Ȧ = A·[ω]×, row by row ṙ = r × ω.
+        var a = m.state(at: 0).attitude
+        let step = 1.0 / 2000, n = 60 * 2000
+        for i in 0..<n {
+            let t = Double(i) * step
+            let w1 = m.state(at: t).angularVelocity, w2 = m.state(at: t + step / 2).angularVelocity
+            let w3 = m.state(at: t + step).angularVelocity
+            func f(_ r: Vec3, _ w: Vec3) -> Vec3 { r.cross(w) }
+            func rk(_ r: Vec3) -> Vec3 {
+                let k1 = f(r, w1), k2 = f(r + k1 * (step / 2), w2), k3 = f(r + k2 * (step / 2), w2), k4 = f(r + k3 * step, w3)
+                return r + (k1 + k2 * 2 + k3 * 2 + k4) * (step / 6)
+            }
+            a = Mat3(rk(a.r0), rk(a.r1), rk(a.r2))
+        }
+        #expect(matricesClose(a, m.state(at: 60).attitude, tolerance: 1e-6), "\(spec)")
+    }
+
+    @Test("The same seed gives the same motion, another seed another", arguments: ["hand-held", "shaking", "vibration", "walking"])
+    func seeded(name: String) throws {
+        let a = try motion(name + ":seed=4"), b = try motion(name + ":seed=4"), c = try motion(name + ":seed=5")
+        let ts = stride(from: 0.0, to: 60, by: 0.37)
+        #expect(ts.allSatisfy { a.state(at: $0) == b.state(at: $0) })
+        #expect(!ts.allSatisfy { a.state(at: $0).attitude == c.state(at: $0).attitude })
+        #expect(try motion(name).kind == motion(name + ":seed=1").kind)
+    }
+
+    @Test("Accelerations look like the motion's: bounded, and moving", arguments: [
+        ("hand-held", 0.05, 0.6), ("shaking", 0.3, 2.2), ("vibration", 0.05, 1.0), ("walking", 0.15, 1.2),
+    ])
+    func accelerations(name: String, minRMS: Double, maxPeak: Double) throws {
+        let m = try motion(name)
+        var sumSq = 0.0, peak = 0.0, n = 0.0, maxRate = 0.0
+        for i in 0..<12000 {
+            let t = Double(i) / 200
+            let s = m.state(at: t)
+            let gravity = s.attitude.transposed * Vec3(0, 0, g)
+            let linear = s.acceleration - gravity
+            let l = (linear * linear).sum().squareRoot() / g
+            sumSq += l * l; n += 1
+            peak = max(peak, ((s.acceleration * s.acceleration).sum()).squareRoot() / g - 1)
+            maxRate = max(maxRate, (s.angularVelocity * s.angularVelocity).sum().squareRoot())
+        }
+        let rms = (sumSq / n).squareRoot()
+        #expect(rms > minRMS && rms < 1, "\(name): linear RMS \(rms) g")
+        #expect(peak < maxPeak, "\(name): |a| peaks \(peak) g above 1 g")
+        #expect(maxRate < 2000 * .pi / 180, "\(name): \(maxRate) rad/s beyond a BMI160's ±2000 °/s")
+    }
+
+    @Test("A passing steel object adds to the field only around its time")
+    func steel() throws {
+        let m = try motion("hand-held:steel=20,steel-ut=30"), plain = try motion("hand-held")
+        func added(_ t: Double) -> Double {
+            let d = m.state(at: t).magneticField - plain.state(at: t).magneticField
+            return (d * d).sum().squareRoot() * 100
+        }
+        #expect(abs(added(20) - 30) < 1e-9)
+        #expect(added(5) < 0.5 && added(40) < 0.5)
+        #expect(m.state(at: 13).attitude == plain.state(at: 13).attitude)
+    }
+
+    @Test("Parsing: names, options, errors")
+    func parsing() throws {
+        guard case let .life(h) = try motion("walking:seed=9,steel=12,steel-ut=40").kind else { Issue.record("not a life motion"); return }
+        #expect(h.style == .walking && h.seed == 9 && h.steel?.time == 12 && h.steel?.strength == 0.4)
+        #expect(throws: MotionScript.ParseError.self) { try motion("walking:up=+x") }
+        #expect(throws: MotionScript.ParseError.self) { try motion("hand-held:seed=-1") }
+        #expect(throws: MotionScript.ParseError.self) { try motion("replay:") }
+        #expect(throws: MotionScript.ParseError.self) { try motion("replay:/nonexistent/file.csv") }
+    }
+
+    @Test("Hard and soft iron distort the magnetometer: M·field + offset")
+    func distortion() {
+        var imp = Imperfections()
+        imp.magnHardIron = Vec3(0.1, -0.2, 0.3)
+        imp.magnSoftIron = Mat3(Vec3(1.1, 0.05, 0), Vec3(0.05, 0.9, 0), Vec3(0, 0, 1))
+        #expect(!imp.isIdeal)
+        #expect(imp.distortedField(Vec3(0, 0.2, -0.45)).isClose(to: Vec3(0.11, -0.02, -0.15), tolerance: 1e-12))
+    }
+}
+
+@Suite("Replaying a recording")
+struct ReplayTests {
+    @Test("Raw samples stream as recorded (interpolated), in g or in m/s²")
+    func raw() throws {
+        let text = """
+        timestamp,sensor,device,x,y,z
+        100.000000000,accelerometer,iio:device0,0.0,0.0,-1.0
+        100.000000000,gyroscope,iio:device0,0.1,0.2,0.3
+        100.010000000,accelerometer,iio:device0,0.5,0.0,-1.0
+        100.010000000,gyroscope,iio:device0,0.3,0.2,0.1
+        100.005000000,magnetometer,iio:device1,20,0,-40
+        100.010000000,accelerometer,iio:device9,7,7,7
+        """
+        let r = try Recording(text: text)
+        #expect(r.hasSamples && !r.hasTruth)
+        let s = r.state(at: 0.005)
+        #expect(s.acceleration.isClose(to: Vec3(-0.25 * g, 0, g), tolerance: 1e-9))
+        #expect(s.angularVelocity.isClose(to: Vec3(0.2, 0.2, 0.2), tolerance: 1e-12))
+        #expect(s.magneticField.isClose(to: Vec3(0.2, 0, -0.4), tolerance: 1e-12))
+        #expect(r.state(at: 5).angularVelocity.isClose(to: Vec3(0.3, 0.2, 0.1), tolerance: 1e-12))
+        let si = try Recording(text: "1.0,accelerometer,a,0,0,9.8\n1.01,accelerometer,a,0,9.8,0\n")
+        #expect(si.state(at: 0).acceleration == Vec3(0, 0, 9.8))
+    }
+
+    @Test("Truth rows render the sensors: the rate of the slerp between rows, gravity, the field")
+    func truth() throws {
+        // A quarter turn about z over one second in 100 rows, with a linear acceleration east.
+        var text = "timestamp,sensor,device,x,y,z\n"
+        for i in 0...100 {
+            let t = 5 + Double(i) / 100
+            text += "\(t),attitude,truth,0,0,\(Double(i) / 100 * .pi / 2)\n"
+            text += "\(t),linear-acceleration,truth,1,0,0\n"
+        }
+        let r = try Recording(text: text)
+        #expect(!r.hasSamples && r.hasTruth)
+        let s = r.state(at: 0.5)
+        #expect(s.angularVelocity.isClose(to: Vec3(0, 0, .pi / 2), tolerance: 1e-9))
+        #expect(matricesClose(s.attitude, Mat3.rotation(about: Vec3(0, 0, 1), angle: .pi / 4)))
+        #expect(s.acceleration.isClose(to: s.attitude.transposed * Vec3(1, 0, g), tolerance: 1e-9))
+        #expect(s.magneticField.isClose(to: s.attitude.transposed * MotionScript.earthField, tolerance: 1e-9))
+    }
+
+    @Test("Rotation vectors round-trip, half turns included", arguments: [
+        Vec3(0, 0, 0), Vec3(0.3, -0.2, 0.1), Vec3(0, 0, .pi), Vec3(-.pi, 0, 0), Vec3(1, 1, 1) / 3.0.squareRoot() * 3.1, Vec3(0, 2, -1),
+    ])
+    func rotationVectors(v: Vec3) {
+        let m = Recording.rotation(vector: v)
+        #expect(matricesClose(Recording.rotation(vector: Recording.rotationVector(m)), m, tolerance: 1e-6))
+    }
+
+    @Test("A life motion written as truth and replayed is the same motion")
+    func roundTrip() throws {
+        let m = try motion("walking:seed=2")
+        var text = ""
+        for i in 0...2000 {
+            let t = Double(i) / 400
+            let s = m.state(at: t)
+            let v = Recording.rotationVector(s.attitude)
+            let linear = s.attitude * s.acceleration - Vec3(0, 0, g)
+            text += "\(t),attitude,truth,\(v.x),\(v.y),\(v.z)\n\(t),linear-acceleration,truth,\(linear.x),\(linear.y),\(linear.z)\n"
+        }
+        let r = try Recording(text: text)
+        for t in stride(from: 0.1, to: 4.9, by: 0.31) {
+            let a = r.state(at: t), b = m.state(at: t)
+            #expect(matricesClose(a.attitude, b.attitude, tolerance: 1e-4), "t = \(t)")
+            #expect(a.acceleration.isClose(to: b.acceleration, tolerance: 0.2), "t = \(t)")
+        }
+    }
+}

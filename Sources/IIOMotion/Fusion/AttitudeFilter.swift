@@ -4,40 +4,49 @@ internal import Glibc
 /// allocation per sample) fed timestamped samples and returning one estimate per gyroscope sample.
 ///
 /// ## Algorithm
-/// The explicit complementary filter of R. Mahony, T. Hamel and J.-M. Pflimlin, "Nonlinear
-/// Complementary Filters on the Special Orthogonal Group", IEEE Transactions on Automatic Control
-/// 53(5):1203–1218, 2008 (eq. 32, with vector measurements): the gyroscope's rate, less its
-/// estimated bias, is integrated on the unit quaternions, and a correction rate
-/// `kP · Σ vᵢ × v̂ᵢ` turns the estimate towards each measured direction `vᵢ` (device frame) from
-/// its predicted direction `v̂ᵢ = q* ⊗ v₀ᵢ ⊗ q`. The one vector measurement is gravity from the
-/// accelerometer. The magnetometer enters as a rotation about the vertical only (the angle
-/// between the horizontal part of the measured field, in the reference frame, and its reference
-/// direction), so a disturbed field can never tilt the estimate, only turn it; the same
-/// decoupling as Madgwick's filter with magnetic distortion compensation (S. Madgwick, "An
-/// efficient orientation filter for inertial and inertial/magnetic sensor arrays", 2010, §3.4).
+/// The gyroscope's rate, less its estimated bias, is integrated on the unit quaternions (midpoint
+/// of consecutive samples). Tilt is corrected from gravity measured where it is constant: each
+/// acceleration is turned into the reference frame with the current attitude and low-pass filtered
+/// there (two first-order stages of ``Configuration/accelerometerTimeConstant``/2 each, a
+/// critically damped second-order filter). A user's linear accelerations average out in such a
+/// frame (their integral is a velocity, which stays bounded) while gravity does not; after every
+/// sample the attitude, and the filter's state with it, is turned by the smallest rotation that
+/// puts the filtered vector on the vertical. The same idea as the "almost inertial frame" of
+/// D. Laidig and T. Seel, "VQF: Highly accurate IMU orientation estimation with bias estimation
+/// and magnetic disturbance rejection", Information Fusion 91 (2023), implemented here from the
+/// description.
 ///
-/// Added to the paper's filter, as the issue asks:
+/// The gyroscope's bias is a three-state Kalman filter (``gyroBias``, its covariance growing by
+/// ``Configuration/biasRandomWalk``) fed two kinds of measurements:
+/// - during motion, once per ``Configuration/biasWindow``: the tilt corrections applied over the
+///   window divided by its length are, in the reference frame, the horizontal part of the
+///   attitude's drift `R·(b − b̂)`; as the device turns, every axis of the bias shows. Their
+///   noise grows with the linear acceleration seen in the window
+///   (``Configuration/biasMotionNoise``, ``Configuration/biasMotionNoisePerG``).
+/// - at rest, judged from the gyroscope alone (as x-io's Fusion library does, so that a device
+///   moved without turning still teaches the bias): when every axis of the gyroscope, low-pass
+///   filtered (``Configuration/restFilterTimeConstant``, which removes a running machine's
+///   vibration), stays within ``Configuration/restGyroDeviation`` of its mean over
+///   ``Configuration/restWindow``, the window's mean rate is a direct measurement of all three
+///   axes (``Configuration/restNoise``; a steady accelerometer as well makes it
+///   ``Configuration/restStillNoise``).
+///
+/// The magnetometer enters as a rotation about the vertical only (the angle between the
+/// horizontal part of the measured field, in the reference frame, and its reference direction),
+/// so a disturbed field can never tilt the estimate, only turn it (as Madgwick's filter with
+/// magnetic distortion compensation, 2010, §3.4).
+///
+/// Also:
 /// - Initialisation from the first accelerometer sample (roll and pitch) and magnetometer
-///   sample (yaw in the north frame), and gains that start at ``Configuration/startupGain`` and
-///   fall linearly to their working values over ``Configuration/startupDuration`` of usable
-///   accelerometer data (the same idea as the start-up ramp of Madgwick's later "Fusion" AHRS
-///   library). The ramp restarts after a gap.
-/// - Gyroscope bias from stillness instead of Mahony's integral term: over each
-///   ``Configuration/stillnessWindow`` the device is still when the gyroscope's and
-///   accelerometer's standard deviations are small, |a| is within a tolerance of 1 g and the mean
-///   rate is small enough to be a bias; the bias then moves towards that window's mean rate
-///   (the first still window sets it outright, later ones average over up to
-///   ``Configuration/biasTimeConstant``). Mahony's integral term would also learn from the
-///   accelerometer during motion, but only the two tilt axes, and it couples linear
-///   acceleration into the bias; a still device shows all three axes' bias directly.
-/// - The accelerometer's correction is weighted by how close |a| has recently been to 1 g (an
-///   envelope of `||a| − 1 g|`): full weight within ``Configuration/accelerationTolerance``,
-///   none beyond ``Configuration/accelerationRejection``; and, once started, by the angle between
-///   measured and estimated gravity (full within ``Configuration/accelerationAngleTolerance``,
-///   none beyond ``Configuration/accelerationAngleRejection``), so shaking does not tilt the
-///   estimate. A rejection by angle lasting ``Configuration/accelerationRecoveryTime`` restarts
-///   the start-up ramp (the estimate, not the accelerometer, is then taken to be wrong); the same
-///   scheme as the acceleration rejection of Madgwick's "Fusion" library.
+///   sample (yaw in the north frame). The accelerometer's time constant starts at
+///   ``Configuration/startupTimeConstant`` and the magnetometer's gain at
+///   ``Configuration/startupGain``, both moving to their working values over
+///   ``Configuration/startupDuration``; the ramp restarts after a gap.
+/// - Recovery: when gravity filtered quickly (``Configuration/recoveryTimeConstant``) stays more
+///   than ``Configuration/recoveryAngle`` away from the estimate for
+///   ``Configuration/accelerationRecoveryTime`` (say, after the gyroscope saturated), the
+///   estimate, not the accelerometer, is taken to be wrong: the filter re-levels on the quickly
+///   filtered gravity and the start-up ramp runs again (as the recovery timeout of x-io's Fusion).
 /// - The magnetometer is ignored while its strength or dip differs from the reference (learned
 ///   at start, then slowly tracked) by more than ``Configuration/magneticFieldTolerance`` or
 ///   ``Configuration/magneticDipTolerance``; a difference lasting
@@ -51,48 +60,70 @@ internal import Glibc
 /// `(0, 0, −1)`), rotation in rad/s, field in µT, time in seconds. ``DeviceMotionFusion``
 /// converts from ``MotionUnits/si``.
 struct AttitudeFilter: Sendable {
-    /// Gains and thresholds. The defaults suit consumer MEMS parts (BMI160, LSM6DSx, MPU-6050)
-    /// at 50–1600 Hz.
+    /// Time constants, noises and thresholds. The defaults suit consumer MEMS parts (BMI160,
+    /// LSM6DSx, MPU-6050) at 50–1600 Hz; they are the same for every motion.
     struct Configuration: Sendable, Hashable {
-        /// Mahony's `kP` for gravity, in rad/s per unit of `|v × v̂|`: tilt errors decay with a
-        /// time constant of about 1/kP seconds; a residual bias `b` leaves a tilt error of b/kP.
-        var accelerometerGain = 1.0
-        /// The same for the magnetometer's yaw correction, rad/s per radian of heading error.
+        /// Seconds over which gravity is averaged in the reference frame: longer rejects more of
+        /// the user's accelerations, shorter lets less of a bias error through.
+        var accelerometerTimeConstant = 3.0
+        /// Once the bias is known better, gravity is averaged for longer: the time constant is
+        /// `√(accelerationResidual / σ_b)` (σ_b the bias's standard deviation, rad/s), within
+        /// `accelerometerTimeConstant…maximumAccelerometerTimeConstant`. It balances the tilt a
+        /// bias error lets through (σ_b·τ) against the user's accelerations left in the average
+        /// (about accelerationResidual/τ, radians).
+        var accelerationResidual = 3.0 * Double.pi / 180
+        var maximumAccelerometerTimeConstant = 30.0
+        /// A bias measurement further than this many standard deviations from the estimate is
+        /// not used (a linear acceleration, not a bias).
+        var biasGate = 3.0
+        /// The time constant at start (and after a gap or a recovery) for `startupDuration`; it
+        /// then grows by a second per second up to the working one…
+        var startupTimeConstant = 0.1
+        /// The magnetometer's yaw correction, rad/s per radian of heading error.
         var magnetometerGain = 0.5
-        /// Both gains start here at initialisation (and after a gap)…
+        /// …and the magnetometer's gain then…
         var startupGain = 10.0
-        /// …and fall linearly to their working values over this many seconds.
+        /// …falling linearly to its working value over this many seconds.
         var startupDuration = 1.0
-        /// `||a| − 1 g|` below this (g) gives the accelerometer full weight.
-        var accelerationTolerance = 0.05
-        /// `||a| − 1 g|` above this (g) gives it none.
-        var accelerationRejection = 0.25
-        /// Seconds for the envelope of `||a| − 1 g|` to decay: weight returns this long after shaking.
-        var disturbanceDecay = 0.2
-        /// Angle (radians) between measured and estimated gravity below which the accelerometer
-        /// has full weight, once started. Sideways shaking barely changes |a| (0.5 g sideways
-        /// makes it 1.12 g) but turns it by 27°.
-        var accelerationAngleTolerance = 3 * Double.pi / 180
-        /// The angle beyond which it has none.
-        var accelerationAngleRejection = 10 * Double.pi / 180
-        /// Seconds of such rejection after which the estimate is taken to be wrong instead (say,
-        /// after the gyroscope saturated): the start-up ramp runs again, without the angle test.
-        var accelerationRecoveryTime = 2.0
-        /// Length in seconds of the windows stillness is judged over.
-        var stillnessWindow = 0.5
-        /// The largest standard deviation of each gyroscope axis (rad/s) over a still window.
-        var stillGyroDeviation = 0.01
-        /// The largest standard deviation of each accelerometer axis (g) over a still window.
-        var stillAccelerationDeviation = 0.01
-        /// The largest `||mean a| − 1 g|` (g) over a still window.
-        var stillAccelerationTolerance = 0.05
-        /// The largest mean rate (rad/s, each axis) taken as bias rather than slow rotation: a
-        /// device turning steadily about the vertical more slowly than this (11°/s) looks still,
-        /// and its rate would be learned as bias. Datasheets give zero-rate offsets of ±3°/s
-        /// (BMI160) to ±20°/s (MPU-6050) before calibration.
+        /// Recovery: gravity filtered with this time constant (s)…
+        var recoveryTimeConstant = 0.5
+        /// …more than this far (radians) from the estimate…
+        var recoveryAngle = 15 * Double.pi / 180
+        /// …for this many seconds, and the estimate re-levels on it.
+        var accelerationRecoveryTime = 1.0
+
+        /// Whether the bias is learned at all.
+        var learnsBias = true
+        /// The bias's standard deviation (rad/s, each axis) before anything is learned; datasheets
+        /// give zero-rate offsets of ±3°/s (BMI160) to ±20°/s (MPU-6050) before calibration, a
+        /// part's own is usually well within.
+        var initialBiasDeviation = 0.5 * Double.pi / 180
+        /// How fast the bias may wander (temperature): its variance grows by this squared per
+        /// second (rad/s/√s). 0.1°/s over about 200 s.
+        var biasRandomWalk = 0.007 * Double.pi / 180
+        /// Seconds of tilt corrections one motion measurement of the bias sums.
+        var biasWindow = 2.0
+        /// The noise (rad/s) of such a measurement when nothing accelerates the device…
+        var biasMotionNoise = 0.05 * Double.pi / 180
+        /// …plus this much per g of RMS linear acceleration in the window.
+        var biasMotionNoisePerG = 5.0 * Double.pi / 180
+        /// Windows (s) rest is judged over (a rest measurement needs one whole still window).
+        var restWindow = 1.5
+        /// The low-pass filter (s) the gyroscope and accelerometer pass before rest is judged.
+        var restFilterTimeConstant = 0.1
+        /// The largest deviation (rad/s, each axis) of the filtered gyroscope from its window mean at rest.
+        var restGyroDeviation = 0.5 * Double.pi / 180
+        /// The largest distance (rad/s) of a still window's mean rate from the bias estimate, once
+        /// the bias is known within a tenth of it (a slow steady turn is not a bias)…
+        var restRateTolerance = 2.0 * Double.pi / 180
+        /// …and before: the largest bias believed (11°/s).
         var maximumGyroBias = 0.2
-        /// Still time (s) the bias estimate averages over once learned (tracks temperature drift).
-        var biasTimeConstant = 10.0
+        /// The noise (rad/s) of a rest measurement judged from the gyroscope alone…
+        var restNoise = 0.05 * Double.pi / 180
+        /// …and when the accelerometer, filtered, also stays within `restAccelerationDeviation` (g).
+        var restStillNoise = 0.01 * Double.pi / 180
+        var restAccelerationDeviation = 0.01
+
         /// Timestamp gaps (s) longer than this are not integrated.
         var maximumGap = 0.25
         /// Seconds of gyroscope samples without a usable acceleration (free fall, a broken or
@@ -111,6 +142,9 @@ struct AttitudeFilter: Sendable {
         /// The device's own field (hard-iron offset, µT, device frame) to subtract from every
         /// magnetometer sample, if the application knows it.
         var hardIronOffset: MagneticField? = nil
+        /// Without one, whether the magnetometer's calibration is learned online
+        /// (``MagnetometerCalibrator``) and applied once fitted.
+        var calibratesMagnetometer = true
 
         init() {}
     }
@@ -126,9 +160,11 @@ struct AttitudeFilter: Sendable {
     private(set) var isInitialized = false
     /// The estimated gyroscope bias, rad/s.
     private(set) var gyroBias = Vector3.zero
-    /// Seconds of stillness the bias estimate rests on (0: not learned yet).
+    /// The bias estimate's covariance (symmetric 3×3, rows).
+    private(set) var biasCovariance = Matrix3.diagonal(0)
+    /// Seconds of rest the bias estimate has used.
     private(set) var biasStillTime = 0.0
-    /// Whether the last completed window was still.
+    /// Whether the last completed rest window was still.
     private(set) var isStill = false
     /// Whether the last magnetometer sample used was accepted as the Earth's field.
     private(set) var isMagneticFieldAccepted = false
@@ -137,19 +173,34 @@ struct AttitudeFilter: Sendable {
     private var lastRawRate = Vector3.zero
     /// The first gyroscope sample's time, while the filter waits to start.
     private var firstSampleTime: Double?
-    /// Seconds of usable (weighted) accelerometer data since start or the last gap.
+    /// Seconds of accelerometer data since start, the last gap or recovery.
     private var rampProgress = 0.0
-    private var disturbance = 0.0
-    private var angleRejectedTime = 0.0
+    /// Gravity (g, Core Motion's sign) in the reference frame: the two stages of the low-pass
+    /// filter, and the quick one recovery watches.
+    private var stage1 = Vector3(0, 0, -1)
+    private var stage2 = Vector3(0, 0, -1)
+    private var quick = Vector3(0, 0, -1)
+    private var recoveringFor = 0.0
 
-    // Stillness window: sums and sums of squares.
-    private var windowStart = 0.0
-    private var gyroCount = 0
-    private var gyroSum = Vector3.zero
-    private var gyroSumSq = Vector3.zero
-    private var accelCount = 0
-    private var accelSum = Vector3.zero
-    private var accelSumSq = Vector3.zero
+    // Motion measurement of the bias: corrections summed over a window.
+    private var correctionSum = Vector3.zero
+    private var driftRows = (Vector3.zero, Vector3.zero)
+    private var windowTime = 0.0
+    private var linearSumSq = 0.0
+    private var linearCount = 0
+
+    // Rest: the filtered signals' sums over a window, and the raw rate's.
+    private var restStart = 0.0
+    private var restCount = 0
+    private var restGyro = Vector3.zero
+    private var restAccel = Vector3.zero
+    private var restGyroMin = Vector3(.infinity, .infinity, .infinity)
+    private var restGyroMax = -Vector3(.infinity, .infinity, .infinity)
+    private var restAccelMin = Vector3(.infinity, .infinity, .infinity)
+    private var restAccelMax = -Vector3(.infinity, .infinity, .infinity)
+    private var restRawSum = Vector3.zero
+    private var restAccelSeen = 0
+    private var restPrimed = false
 
     // Magnetometer.
     private var magnetometer: (timestamp: Double, field: Vector3)? = nil
@@ -157,6 +208,9 @@ struct AttitudeFilter: Sendable {
     /// The horizontal direction in the reference frame the field's horizontal part is held to.
     private var headingReference = Vector3(1, 0, 0)
     private var rejectedSince: Double? = nil
+    /// The magnetometer's calibration, learned online (or set from a saved one).
+    var magnetometerCalibration = MagnetometerCalibrator()
+    private var appliedCalibration: (offset: Vector3, accuracy: MagneticFieldCalibrationAccuracy)? = nil
 
     /// A filter producing attitudes in `referenceFrame`.
     /// - Parameters:
@@ -166,6 +220,8 @@ struct AttitudeFilter: Sendable {
     init(referenceFrame: AttitudeReferenceFrame = .xArbitraryZVertical, configuration: Configuration = .init()) {
         self.referenceFrame = referenceFrame
         self.configuration = configuration
+        let v = configuration.initialBiasDeviation * configuration.initialBiasDeviation
+        biasCovariance = .diagonal(v)
     }
 
     private var usesMagnetometer: Bool { referenceFrame.needsMagnetometer }
@@ -177,9 +233,24 @@ struct AttitudeFilter: Sendable {
     ///   - field: µT, device frame, Core Motion axes.
     mutating func update(magnetometerAt timestamp: Double, field: MagneticField) {
         var m = Vector3(field)
-        if let offset = configuration.hardIronOffset { m = m - Vector3(offset) }
         guard m.isFinite, m.length > 0, timestamp.isFinite else { return }
         if let last = magnetometer, timestamp < last.timestamp { return }
+        if let offset = configuration.hardIronOffset {
+            m = m - Vector3(offset)
+        } else if configuration.calibratesMagnetometer {
+            magnetometerCalibration.add(m)
+            let cal = magnetometerCalibration
+            if cal.isCalibrated {
+                // A calibration that changed much: the field's strength and dip are learned again.
+                if let applied = appliedCalibration, (applied.offset - cal.offset).length < 2, applied.accuracy == cal.accuracy {
+                } else {
+                    appliedCalibration = (cal.offset, cal.accuracy)
+                    magneticReference = nil
+                    rejectedSince = nil
+                }
+                m = cal.calibrated(m)
+            }
+        }
         magnetometer = (timestamp, m)
     }
 
@@ -195,8 +266,8 @@ struct AttitudeFilter: Sendable {
     mutating func update(timestamp: Double, rotationRate: RotationRate, acceleration: Acceleration?) -> DeviceMotion? {
         let raw = Vector3(rotationRate)
         guard timestamp.isFinite, raw.isFinite else { return nil }
-        let accel = acceleration.map(Vector3.init).flatMap { a in a.isFinite && a.length > 0.1 ? a : nil }
         let measured = acceleration.map(Vector3.init)
+        let accel = measured.flatMap { a in a.isFinite && a.length > 0.1 ? a : nil }
 
         guard isInitialized else {
             if firstSampleTime == nil { firstSampleTime = timestamp }
@@ -205,8 +276,8 @@ struct AttitudeFilter: Sendable {
             guard let a = start, initialize(timestamp: timestamp, acceleration: a) else { return nil }
             lastTimestamp = timestamp
             lastRawRate = raw
-            rampProgress = 0
-            resetWindow(at: timestamp)
+            restart(gravity: accel.map { quaternion.rotate($0) } ?? Vector3(0, 0, -1))
+            resetRest(at: timestamp)
             return output(timestamp: timestamp, rawRate: raw, measured: measured)
         }
 
@@ -215,72 +286,25 @@ struct AttitudeFilter: Sendable {
         let gap = dt > configuration.maximumGap
         if gap {
             // Unknown motion in the gap: do not integrate; re-level quickly from here.
-            rampProgress = 0
-            resetWindow(at: timestamp)
+            if let a = accel { restart(gravity: quaternion.rotate(a)) } else { rampProgress = 0 }
+            resetRest(at: timestamp)
         } else {
-            accumulateStillness(timestamp: timestamp, rawRate: raw, acceleration: measured)
-        }
-
-        // The rate over [last, now]: the midpoint of the two samples, less the bias.
-        let rate = 0.5 * (raw + lastRawRate) - gyroBias
-
-        // How far to trust the accelerometer now: an envelope of ||a| − 1 g| that rises at once
-        // and decays over `disturbanceDecay`, mapped to a weight from 1 to 0.
-        var weight = 0.0
-        if let a = accel {
-            let decay = configuration.disturbanceDecay > 0 ? exp(-dt / configuration.disturbanceDecay) : 0
-            disturbance = max(abs(a.length - 1), disturbance * decay)
-            let span = configuration.accelerationRejection - configuration.accelerationTolerance
-            weight = span > 0
-                ? min(1, max(0, (configuration.accelerationRejection - disturbance) / span))
-                : (disturbance <= configuration.accelerationTolerance ? 1 : 0)
-        }
-
-        // Gain schedule: the start-up ramp runs on usable accelerometer time, so a start in the
-        // middle of shaking still gets its high gain once the shaking stops.
-        if !gap { rampProgress += dt * weight }
-        let ramp = configuration.startupDuration > 0 ? max(0, 1 - rampProgress / configuration.startupDuration) : 0
-        let kA = configuration.accelerometerGain + (configuration.startupGain - configuration.accelerometerGain) * ramp
-        let kM = configuration.magnetometerGain + (max(configuration.startupGain, configuration.magnetometerGain) - configuration.magnetometerGain) * ramp
-
-        var correction = Vector3.zero
-        if let a = accel, weight > 0 {
-            let measuredDown = (1 / a.length) * a
-            let predictedDown = quaternion.inverseRotate(Vector3(0, 0, -1))
-            let error = measuredDown.cross(predictedDown)
-            if ramp == 0 {
-                // Started: also weight by the angle between measured and estimated gravity.
-                let angle = atan2(error.length, measuredDown.dot(predictedDown))
-                let tolerance = configuration.accelerationAngleTolerance
-                let rejection = configuration.accelerationAngleRejection
-                let angleWeight = rejection > tolerance
-                    ? min(1, max(0, (rejection - angle) / (rejection - tolerance)))
-                    : (angle <= tolerance ? 1 : 0)
-                if angleWeight == 0, !gap {
-                    angleRejectedTime += dt
-                    if angleRejectedTime >= configuration.accelerationRecoveryTime {
-                        rampProgress = 0
-                        angleRejectedTime = 0
-                    }
-                } else {
-                    angleRejectedTime = 0
-                }
-                weight *= angleWeight
+            // 1. The gyroscope: q ← q ⊗ exp(½ (ω − b) dt), ω the midpoint of the two samples.
+            let rate = 0.5 * (raw + lastRawRate) - gyroBias
+            var delta = dt * rate
+            if usesMagnetometer, let yawError = magneticYawError(at: timestamp, dt: dt) {
+                let ramp = configuration.startupDuration > 0 ? max(0, 1 - rampProgress / configuration.startupDuration) : 0
+                let kM = configuration.magnetometerGain + (max(configuration.startupGain, configuration.magnetometerGain) - configuration.magnetometerGain) * ramp
+                // A rotation about the reference vertical, expressed in the device frame.
+                delta += quaternion.inverseRotate(Vector3(0, 0, dt * kM * yawError))
             }
-            correction += (kA * weight) * error
-        }
-        if usesMagnetometer, let yawError = magneticYawError(at: timestamp, dt: dt) {
-            // A rotation about the reference vertical, expressed in the device frame.
-            correction += quaternion.inverseRotate(Vector3(0, 0, kM * yawError))
-        }
-
-        // q ← q ⊗ exp(½ (ω + correction) dt). After a gap only the corrections act, over one
-        // 10 ms step (the start-up ramp then repeats them at a high gain).
-        let delta = gap ? 0.01 * correction : dt * (rate + correction)
-        let angle = delta.length
-        if angle > 0, angle.isFinite {
-            let dq = Quaternion(axis: (1 / angle) * delta, angle: angle)
-            quaternion = quaternion.multiplied(by: dq).normalized
+            let angle = delta.length
+            if angle > 0, angle.isFinite {
+                quaternion = quaternion.multiplied(by: Quaternion(axis: (1 / angle) * delta, angle: angle)).normalized
+            }
+            if configuration.learnsBias { accumulateRest(timestamp: timestamp, rawRate: raw, acceleration: accel, dt: dt) }
+            // 2. Gravity, averaged in the reference frame.
+            if let a = accel { correctTilt(with: a, dt: dt) }
         }
 
         lastTimestamp = timestamp
@@ -289,6 +313,171 @@ struct AttitudeFilter: Sendable {
     }
 
     // MARK: - Steps
+
+    /// Restarts the low-pass filters on `gravity` (reference frame) and the start-up ramp.
+    private mutating func restart(gravity: Vector3) {
+        stage1 = gravity
+        stage2 = gravity
+        quick = gravity
+        rampProgress = 0
+        recoveringFor = 0
+        correctionSum = .zero
+        driftRows = (.zero, .zero)
+        windowTime = 0
+        linearSumSq = 0
+        linearCount = 0
+    }
+
+    /// Feeds one acceleration (device frame) to the reference-frame low-pass filter and turns the
+    /// attitude so that the filtered gravity is vertical; sums the turn for the bias.
+    private mutating func correctTilt(with a: Vector3, dt: Double) {
+        let c = configuration
+        rampProgress += dt
+        let ramp = c.startupDuration > 0 ? min(1, rampProgress / c.startupDuration) : 1
+        let sigmaB = (max(biasCovariance.trace, 1e-18) / 3).squareRoot()
+        let working = min(max((c.accelerationResidual / sigmaB).squareRoot(), c.accelerometerTimeConstant),
+                          c.maximumAccelerometerTimeConstant)
+        // Start-up: the short time constant for `startupDuration`, then one growing by a second
+        // per second (an average over everything since) until it reaches the working one.
+        let tau = min(working, c.startupTimeConstant + max(0, rampProgress - c.startupDuration))
+        let measuredRef = quaternion.rotate(a)
+        let alpha = 1 - exp(-2 * dt / max(tau, 1e-6))  // each stage has half the time constant
+        stage1 += alpha * (measuredRef - stage1)
+        stage2 += alpha * (stage1 - stage2)
+        let quickAlpha = 1 - exp(-dt / max(c.recoveryTimeConstant, 1e-6))
+        quick += quickAlpha * (measuredRef - quick)
+
+        // The smallest rotation taking the filtered gravity d onto the vertical t = (0, 0, −1):
+        // the quaternion (1 + d·t, d × t), normalised.
+        let n = stage2.length
+        guard n > 1e-6 else { return }
+        let d = (1 / n) * stage2
+        let axis = Vector3(-d.y, d.x, 0)  // d × (0, 0, −1)
+        let w = 1 - d.z
+        let qn = (w * w + axis.dot(axis)).squareRoot()
+        guard qn > 1e-12 else { return }
+        let turn = Quaternion(x: axis.x / qn, y: axis.y / qn, z: 0, w: w / qn)
+        quaternion = turn.multiplied(by: quaternion).normalized
+        stage1 = turn.rotate(stage1)
+        stage2 = turn.rotate(stage2)
+        quick = turn.rotate(quick)
+
+        // Recovery: the quickly filtered gravity far from the estimate for long.
+        let quickAngle = acos(max(-1, min(1, -quick.z / max(quick.length, 1e-9))))
+        if quickAngle > c.recoveryAngle {
+            recoveringFor += dt
+            if recoveringFor >= c.accelerationRecoveryTime {
+                let g = quick
+                restart(gravity: g)
+                return
+            }
+        } else {
+            recoveringFor = 0
+        }
+
+        // Bias during motion: the corrections over a window are −R·(b − b̂)·T, horizontally.
+        guard c.learnsBias, ramp >= 1 else { return }
+        // Rotation vector of `turn` (small): 2·(x, y, 0)/w.
+        correctionSum += (2 / max(turn.w, 1e-9)) * Vector3(turn.x, turn.y, 0)
+        let r = RotationMatrix(quaternion)
+        driftRows.0 += dt * Vector3(r.m11, r.m12, r.m13)
+        driftRows.1 += dt * Vector3(r.m21, r.m22, r.m23)
+        windowTime += dt
+        let linear = measuredRef - Vector3(0, 0, -1)
+        linearSumSq += linear.dot(linear)
+        linearCount += 1
+        if windowTime >= c.biasWindow {
+            let T = windowTime
+            let y = (-1 / T) * correctionSum
+            let h0 = (1 / T) * driftRows.0, h1 = (1 / T) * driftRows.1
+            let linearRMS = (linearSumSq / Double(max(linearCount, 1))).squareRoot()
+            let sigma = c.biasMotionNoise + c.biasMotionNoisePerG * linearRMS
+            // Per window: sigma is the noise of the window's mean drift rate.
+            measureBias(rows: [h0, h1], values: [y.x, y.y], variance: sigma * sigma)
+            correctionSum = .zero
+            driftRows = (.zero, .zero)
+            windowTime = 0
+            linearSumSq = 0
+            linearCount = 0
+        }
+    }
+
+    /// A Kalman update of the bias with measurements `values[i] = rows[i]·(b − b̂)` (the bias
+    /// error's projections), each of variance `variance`, applied one at a time.
+    private mutating func measureBias(rows: [Vector3], values: [Double], variance: Double) {
+        for (h, y) in zip(rows, values) {
+            let ph = biasCovariance * h
+            let s = h.dot(ph) + variance
+            guard s > 0, s.isFinite, y * y <= configuration.biasGate * configuration.biasGate * s else { continue }
+            let k = (1 / s) * ph
+            gyroBias += y * k
+            biasCovariance = biasCovariance - Matrix3.outer(k, ph)
+        }
+        // Bounded: the bias never exceeds what a part could have.
+        let m = configuration.maximumGyroBias
+        gyroBias = Vector3(min(max(gyroBias.x, -m), m), min(max(gyroBias.y, -m), m), min(max(gyroBias.z, -m), m))
+    }
+
+    private mutating func resetRest(at timestamp: Double) {
+        restStart = timestamp
+        restCount = 0
+        restRawSum = .zero
+        restAccelSeen = 0
+        restGyroMin = Vector3(.infinity, .infinity, .infinity)
+        restGyroMax = -Vector3(.infinity, .infinity, .infinity)
+        restAccelMin = Vector3(.infinity, .infinity, .infinity)
+        restAccelMax = -Vector3(.infinity, .infinity, .infinity)
+    }
+
+    /// Rest, from the gyroscope (and, for a lower noise, the accelerometer) low-pass filtered.
+    private mutating func accumulateRest(timestamp: Double, rawRate: Vector3, acceleration: Vector3?, dt: Double) {
+        let c = configuration
+        // The bias's covariance grows with time (a random walk).
+        let q = c.biasRandomWalk * c.biasRandomWalk * dt
+        biasCovariance = biasCovariance + Matrix3.diagonal(q)
+
+        let alpha = 1 - exp(-dt / max(c.restFilterTimeConstant, 1e-6))
+        if !restPrimed {
+            restPrimed = true
+            restGyro = rawRate
+            restAccel = acceleration ?? restAccel
+        }
+        restGyro += alpha * (rawRate - restGyro)
+        if let a = acceleration {
+            restAccel += alpha * (a - restAccel)
+            restAccelSeen += 1
+            restAccelMin = restAccelMin.minimum(restAccel)
+            restAccelMax = restAccelMax.maximum(restAccel)
+        }
+        restGyroMin = restGyroMin.minimum(restGyro)
+        restGyroMax = restGyroMax.maximum(restGyro)
+        restRawSum += rawRate
+        restCount += 1
+        let duration = timestamp - restStart
+        guard duration >= c.restWindow else {
+            // A window already moving is abandoned at once (a new one starts here).
+            let spread = restGyroMax - restGyroMin
+            if max(spread.x, spread.y, spread.z) > 2 * c.restGyroDeviation { isStill = false; resetRest(at: timestamp) }
+            return
+        }
+        defer { resetRest(at: timestamp) }
+        let spread = restGyroMax - restGyroMin
+        let mean = (1 / Double(restCount)) * restRawSum
+        let known = biasCovariance.trace < 0.03 * c.initialBiasDeviation * c.initialBiasDeviation
+        let offBias = mean - gyroBias
+        let plausible = known
+            ? offBias.length < c.restRateTolerance
+            : max(abs(mean.x), abs(mean.y), abs(mean.z)) < c.maximumGyroBias
+        let still = max(spread.x, spread.y, spread.z) <= 2 * c.restGyroDeviation && plausible && restCount >= 5
+        isStill = still
+        guard still else { return }
+        let accelSpread = restAccelMax - restAccelMin
+        let steady = restAccelSeen * 2 >= restCount && max(accelSpread.x, accelSpread.y, accelSpread.z) <= 2 * c.restAccelerationDeviation
+        let noise = steady ? c.restStillNoise : c.restNoise
+        biasStillTime += duration
+        measureBias(rows: [Vector3(1, 0, 0), Vector3(0, 1, 0), Vector3(0, 0, 1)],
+                    values: [offBias.x, offBias.y, offBias.z], variance: noise * noise)
+    }
 
     /// Sets the attitude from gravity (roll, pitch) and, in the north frame, the field (yaw).
     /// Returns false when the frame needs a magnetometer sample and there is none yet.
@@ -369,61 +558,17 @@ struct AttitudeFilter: Sendable {
         return atan2(cross, dot)
     }
 
-    private mutating func resetWindow(at timestamp: Double) {
-        windowStart = timestamp
-        gyroCount = 0
-        gyroSum = .zero
-        gyroSumSq = .zero
-        accelCount = 0
-        accelSum = .zero
-        accelSumSq = .zero
-    }
-
-    private mutating func accumulateStillness(timestamp: Double, rawRate: Vector3, acceleration: Vector3?) {
-        gyroCount += 1
-        gyroSum += rawRate
-        gyroSumSq += Vector3(rawRate.x * rawRate.x, rawRate.y * rawRate.y, rawRate.z * rawRate.z)
-        if let a = acceleration, a.isFinite {
-            accelCount += 1
-            accelSum += a
-            accelSumSq += Vector3(a.x * a.x, a.y * a.y, a.z * a.z)
-        }
-        let duration = timestamp - windowStart
-        guard duration >= configuration.stillnessWindow else { return }
-        defer { resetWindow(at: timestamp) }
-
-        func deviation(_ sum: Vector3, _ sumSq: Vector3, _ n: Int) -> Double {
-            let k = Double(n)
-            let vx = max(0, sumSq.x / k - (sum.x / k) * (sum.x / k))
-            let vy = max(0, sumSq.y / k - (sum.y / k) * (sum.y / k))
-            let vz = max(0, sumSq.z / k - (sum.z / k) * (sum.z / k))
-            return max(vx, vy, vz).squareRoot()
-        }
-        guard gyroCount >= 5, accelCount * 2 >= gyroCount else {
-            isStill = false
-            return
-        }
-        let meanRate = (1 / Double(gyroCount)) * gyroSum
-        let meanAccel = (1 / Double(accelCount)) * accelSum
-        let still = deviation(gyroSum, gyroSumSq, gyroCount) < configuration.stillGyroDeviation
-            && deviation(accelSum, accelSumSq, accelCount) < configuration.stillAccelerationDeviation
-            && abs(meanAccel.length - 1) < configuration.stillAccelerationTolerance
-            && max(abs(meanRate.x), abs(meanRate.y), abs(meanRate.z)) < configuration.maximumGyroBias
-        isStill = still
-        guard still else { return }
-        biasStillTime += duration
-        let alpha = min(1, duration / min(biasStillTime, configuration.biasTimeConstant))
-        gyroBias += alpha * (meanRate - gyroBias)
-    }
-
     private func output(timestamp: Double, rawRate: Vector3, measured: Vector3?) -> DeviceMotion {
         let attitude = Attitude(quaternion: quaternion)
         let gravity = quaternion.inverseRotate(Vector3(0, 0, -1))
         let user = measured.map { $0 - gravity } ?? .zero
         var field = CalibratedMagneticField.unavailable
         if let m = magnetometer, abs(timestamp - m.timestamp) <= configuration.magnetometerMaximumAge {
-            let accuracy: MagneticFieldCalibrationAccuracy =
-                configuration.hardIronOffset == nil ? .uncalibrated : (isMagneticFieldAccepted || !usesMagnetometer ? .medium : .low)
+            let fitted = magnetometerCalibration.accuracy
+            let learned: MagneticFieldCalibrationAccuracy = fitted == .uncalibrated ? .uncalibrated
+                : (isMagneticFieldAccepted || !usesMagnetometer ? fitted : .low)
+            let accuracy: MagneticFieldCalibrationAccuracy = configuration.hardIronOffset == nil ? learned
+                : (isMagneticFieldAccepted || !usesMagnetometer ? .medium : .low)
             field = CalibratedMagneticField(field: m.field.magneticField, accuracy: accuracy)
         }
         return DeviceMotion(

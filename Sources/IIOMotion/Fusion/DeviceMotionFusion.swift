@@ -33,6 +33,13 @@ struct DeviceMotionFusion: Sendable {
         self.filter = AttitudeFilter(referenceFrame: referenceFrame, configuration: configuration)
     }
 
+    /// The magnetometer's calibration learned so far (to save with ``MagnetometerCalibrationStore``),
+    /// or a saved one to start from.
+    var magnetometerCalibration: MagnetometerCalibrator {
+        get { filter.magnetometerCalibration }
+        set { filter.magnetometerCalibration = newValue }
+    }
+
     /// An acceleration in g with Core Motion's sign, from the given units.
     static func coreMotionAcceleration(_ a: Acceleration, from units: MotionUnits) -> Acceleration {
         switch units {

@@ -36,4 +36,29 @@ struct Vector3: Sendable, Hashable {
     var length: Double { dot(self).squareRoot() }
 
     var isFinite: Bool { x.isFinite && y.isFinite && z.isFinite }
+
+    func minimum(_ b: Vector3) -> Vector3 { Vector3(Swift.min(x, b.x), Swift.min(y, b.y), Swift.min(z, b.z)) }
+    func maximum(_ b: Vector3) -> Vector3 { Vector3(Swift.max(x, b.x), Swift.max(y, b.y), Swift.max(z, b.z)) }
+}
+
+/// A 3×3 matrix for the bias filter's covariance (rows).
+struct Matrix3: Sendable, Hashable {
+    var r0: Vector3
+    var r1: Vector3
+    var r2: Vector3
+
+    static func diagonal(_ v: Double) -> Matrix3 {
+        Matrix3(r0: Vector3(v, 0, 0), r1: Vector3(0, v, 0), r2: Vector3(0, 0, v))
+    }
+
+    /// a·bᵀ.
+    static func outer(_ a: Vector3, _ b: Vector3) -> Matrix3 {
+        Matrix3(r0: a.x * b, r1: a.y * b, r2: a.z * b)
+    }
+
+    static func * (m: Matrix3, v: Vector3) -> Vector3 { Vector3(m.r0.dot(v), m.r1.dot(v), m.r2.dot(v)) }
+    static func + (a: Matrix3, b: Matrix3) -> Matrix3 { Matrix3(r0: a.r0 + b.r0, r1: a.r1 + b.r1, r2: a.r2 + b.r2) }
+    static func - (a: Matrix3, b: Matrix3) -> Matrix3 { Matrix3(r0: a.r0 - b.r0, r1: a.r1 - b.r1, r2: a.r2 - b.r2) }
+
+    var trace: Double { r0.x + r1.y + r2.z }
 }

@@ -1,0 +1,84 @@
+/// Device motion's filter on recorded samples, for `motion-truth --offline` (the filter re-run on
+/// a `motion-truth --record` file, to compare with the open filters on the same samples) and
+/// `motion-truth --cost` (its time per update): thin `package` wrappers over exactly the code
+/// the library runs. Nothing here is used by the library itself.
+package enum FusionEntryPoints {
+    /// One recorded sample: seconds, the sensor (0 accelerometer in g with Core Motion's sign,
+    /// 1 gyroscope in rad/s, 2 magnetometer in µT), and x, y, z.
+    package struct Sample: Sendable {
+        package var timestamp: Double
+        package var sensor: Int
+        package var x: Double
+        package var y: Double
+        package var z: Double
+
+        package init(timestamp: Double, sensor: Int, x: Double, y: Double, z: Double) {
+            self.timestamp = timestamp
+            self.sensor = sensor
+            self.x = x
+            self.y = y
+            self.z = z
+        }
+    }
+
+    /// Runs device motion's fusion (aligner and filter, default configuration) over `samples`
+    /// in their order and hands each estimate to `emit`.
+    package static func run(_ samples: [Sample], frame: AttitudeReferenceFrame, overrides: [String: Double] = [:],
+                            emit: (DeviceMotion) -> Void) {
+        var c = AttitudeFilter.Configuration()
+        for (k, v) in overrides {
+            switch k {
+            case "tau": c.accelerometerTimeConstant = v
+            case "taumax": c.maximumAccelerometerTimeConstant = v
+            case "resid": c.accelerationResidual = v * .pi / 180
+            case "gate": c.biasGate = v
+            case "b0": c.initialBiasDeviation = v * .pi / 180
+            case "walk": c.biasRandomWalk = v * .pi / 180
+            case "win": c.biasWindow = v
+            case "mn": c.biasMotionNoise = v * .pi / 180
+            case "mng": c.biasMotionNoisePerG = v * .pi / 180
+            case "rdev": c.restGyroDeviation = v * .pi / 180
+            case "rwin": c.restWindow = v
+            case "rtau": c.restFilterTimeConstant = v
+            case "rn": c.restNoise = v * .pi / 180
+            case "learn": c.learnsBias = v != 0
+            default: break
+            }
+        }
+        var fusion = DeviceMotionFusion(referenceFrame: frame, units: .coreMotion, configuration: c)
+        for s in samples {
+            switch s.sensor {
+            case 0: fusion.add(accelerometer: AccelerometerData(timestamp: s.timestamp, acceleration: Acceleration(x: s.x, y: s.y, z: s.z)), emit: emit)
+            case 1: fusion.add(gyro: GyroData(timestamp: s.timestamp, rotationRate: RotationRate(x: s.x, y: s.y, z: s.z)), emit: emit)
+            default: fusion.add(magnetometer: MagnetometerData(timestamp: s.timestamp, magneticField: MagneticField(x: s.x, y: s.y, z: s.z)))
+            }
+        }
+        fusion.flush(emit: emit)
+    }
+
+    /// The filter alone (no aligner) over pairs already aligned: `gyro[i]` with `accel[i]` at
+    /// `times[i]`, and `field[i]` (µT) when given: nanoseconds per update, the best of `repeats`
+    /// runs, and a checksum of the attitudes (so the work cannot be optimised away).
+    package static func cost(times: [Double], gyro: [SIMD3<Double>], accel: [SIMD3<Double>], field: [SIMD3<Double>]?,
+                             repeats: Int, clock: () -> Double) -> (nanoseconds: Double, checksum: Double) {
+        var best = Double.infinity
+        var checksum = 0.0
+        let frame: AttitudeReferenceFrame = field == nil ? .xArbitraryZVertical : .xMagneticNorthZVertical
+        for _ in 0..<max(1, repeats) {
+            var filter = AttitudeFilter(referenceFrame: frame)
+            let start = clock()
+            for i in times.indices {
+                if let field {
+                    filter.update(magnetometerAt: times[i], field: MagneticField(x: field[i].x, y: field[i].y, z: field[i].z))
+                }
+                let g = gyro[i], a = accel[i]
+                if let m = filter.update(timestamp: times[i], rotationRate: RotationRate(x: g.x, y: g.y, z: g.z),
+                                         acceleration: Acceleration(x: a.x, y: a.y, z: a.z)) {
+                    checksum += m.attitude.quaternion.w
+                }
+            }
+            best = min(best, (clock() - start) / Double(max(times.count, 1)) * 1e9)
+        }
+        return (best, checksum)
+    }
+}
