@@ -267,7 +267,12 @@ final class DeviceCapture: Sendable {
     private func prepareBuffer(context: IIOContext, device: Int, layout: DeviceLayout,
                                saved: inout DeviceSettings) -> Result<Prepared, SetupFailure> {
         guard layout.canBuffer else {
-            let reason = "\(deviceText) has no scan elements for its \(settings.plans.map(\.info.kind.description).joined(separator: " and ")), so it can only be polled (use the polled mode)"
+            // One text per device whatever sensors this capture serves, so that a restart with
+            // another set of sensors (fxos8700: accelerometer, then with the magnetometer) is not
+            // announced again.
+            let reason = layout.scanElementIDs.isEmpty
+                ? "\(deviceText) has no buffer (no scan elements), so it can only be polled (use the polled mode)"
+                : "\(deviceText) has no scan elements for its \(settings.plans.map(\.info.kind.description).joined(separator: " and ")), so it can only be polled (use the polled mode)"
             return .failure(.cannotBuffer(reason: reason, error: MotionError(code: .notAvailable, device: deviceText, detail: reason)))
         }
         let trigger: TriggerState
