@@ -55,15 +55,28 @@ struct node {
 	unsigned char *ring;
 	size_t head, queued; /* in scans */
 	long stale_unread;
-	char enable_path[512];
+	int enable_attr;
 	struct timespec enable_mtime;
 	struct parked_read *reads;
 	struct poll_handle *polls;
 };
 
+/* An attribute file (buffer/enable, scan element _en, sampling_frequency, ...): its contents
+ * live here, and a write is the driver's store(), answered synchronously. */
+struct attr {
+	char name[32];
+	uint32_t mode;
+	uint32_t uid, gid;
+	bool gone;
+	bool queued; /* in the written queue */
+	char value[SIMFUSE_ATTR_MAX];
+	size_t len; /* of value, without the newline the file shows */
+	struct timespec mtime;
+};
+
 struct handle {
 	uint64_t fh;
-	int node;
+	int node; /* >= 0: a device node; < 0: attribute -1 - node */
 	struct handle *next;
 };
 
@@ -74,6 +87,13 @@ struct simfuse {
 	pthread_mutex_t lock;
 	int count;
 	struct node *nodes;
+	int attr_count;
+	struct attr *attrs;
+	simfuse_store_fn store;
+	void *store_context;
+	int written_fd;
+	int *written; /* attribute indices written since the last simfuse_take_written, in order */
+	int nwritten;
 	struct handle *handles;
 	uint64_t next_fh;
 	volatile int stopping;
@@ -118,11 +138,39 @@ static void fill_attr(simfuse *fs, uint64_t id, struct fuse_attr *a)
 		a->nlink = 2;
 		return;
 	}
+	if (id >= (uint64_t)fs->count + 2) {
+		struct attr *t = &fs->attrs[id - 2 - (uint64_t)fs->count];
+		a->mode = S_IFREG | (t->mode & 07777);
+		a->nlink = 1;
+		a->uid = t->uid;
+		a->gid = t->gid;
+		a->size = 4096; /* as sysfs says of every attribute */
+		a->mtime = a->ctime = (uint64_t)t->mtime.tv_sec;
+		a->mtimensec = a->ctimensec = (uint32_t)t->mtime.tv_nsec;
+		return;
+	}
 	struct node *n = &fs->nodes[id - 2];
 	a->mode = S_IFREG | (n->mode & 07777);
 	a->nlink = 1;
 	a->uid = n->uid;
 	a->gid = n->gid;
+}
+
+static struct attr *attr_of(simfuse *fs, uint64_t id)
+{
+	if (id < (uint64_t)fs->count + 2 || id >= (uint64_t)fs->count + 2 + (uint64_t)fs->attr_count)
+		return NULL;
+	return &fs->attrs[id - 2 - (uint64_t)fs->count];
+}
+
+static void set_value(struct attr *t, const char *value, size_t len)
+{
+	if (len > sizeof(t->value) - 1)
+		len = sizeof(t->value) - 1;
+	memcpy(t->value, value, len);
+	t->value[len] = '\0';
+	t->len = len;
+	clock_gettime(CLOCK_REALTIME, &t->mtime);
 }
 
 static struct node *node_of(simfuse *fs, uint64_t id)
@@ -143,14 +191,15 @@ static struct handle *handle_of(simfuse *fs, uint64_t fh)
 /* MARK: The kfifo (lock held) */
 
 /* A session is stale once its enable file was written after the session was decided. */
-static void check_stale(struct node *n)
+static void check_stale(simfuse *fs, struct node *n)
 {
 	if (!n->active)
 		return;
-	struct stat st;
-	if (stat(n->enable_path, &st) == 0 && st.st_mtim.tv_sec == n->enable_mtime.tv_sec &&
-	    st.st_mtim.tv_nsec == n->enable_mtime.tv_nsec)
-		return;
+	if (n->enable_attr >= 0 && n->enable_attr < fs->attr_count) {
+		const struct timespec *m = &fs->attrs[n->enable_attr].mtime;
+		if (m->tv_sec == n->enable_mtime.tv_sec && m->tv_nsec == n->enable_mtime.tv_nsec)
+			return;
+	}
 	n->stale_unread += (long)n->queued;
 	n->queued = 0;
 	n->active = false;
@@ -179,7 +228,7 @@ static size_t wanted(struct node *n, uint32_t size)
 /* Answers the parked reads and pollers that can be answered now. */
 static void wake(simfuse *fs, struct node *n)
 {
-	check_stale(n);
+	check_stale(fs, n);
 	struct parked_read **p = &n->reads;
 	while (*p) {
 		struct parked_read *r = *p;
@@ -221,8 +270,11 @@ static void do_lookup(simfuse *fs, struct fuse_in_header *in, const char *name)
 		reply(fs, in->unique, -ENOTDIR, NULL, 0);
 		return;
 	}
-	for (int i = 0; i < fs->count; i++) {
-		if (strcmp(fs->nodes[i].name, name) != 0 || fs->nodes[i].gone)
+	for (int i = 0; i < fs->count + fs->attr_count; i++) {
+		bool is_node = i < fs->count;
+		const char *n = is_node ? fs->nodes[i].name : fs->attrs[i - fs->count].name;
+		bool gone = is_node ? fs->nodes[i].gone : fs->attrs[i - fs->count].gone;
+		if (strcmp(n, name) != 0 || gone)
 			continue;
 		struct fuse_entry_out e;
 		memset(&e, 0, sizeof(e));
@@ -237,7 +289,7 @@ static void do_lookup(simfuse *fs, struct fuse_in_header *in, const char *name)
 
 static void do_getattr(simfuse *fs, struct fuse_in_header *in)
 {
-	if (in->nodeid != ROOT_ID && !node_of(fs, in->nodeid)) {
+	if (in->nodeid != ROOT_ID && !node_of(fs, in->nodeid) && !attr_of(fs, in->nodeid)) {
 		reply(fs, in->unique, -ENOENT, NULL, 0);
 		return;
 	}
@@ -249,6 +301,21 @@ static void do_getattr(simfuse *fs, struct fuse_in_header *in)
 
 static void do_setattr(simfuse *fs, struct fuse_in_header *in, const struct fuse_setattr_in *s)
 {
+	struct attr *t = attr_of(fs, in->nodeid);
+	if (t) {
+		/* Modes and owners as udev sets them; a truncation (O_TRUNC) means nothing to sysfs. */
+		if (s->valid & FATTR_MODE)
+			t->mode = s->mode & 07777;
+		if (s->valid & FATTR_UID)
+			t->uid = s->uid;
+		if (s->valid & FATTR_GID)
+			t->gid = s->gid;
+		struct fuse_attr_out out;
+		memset(&out, 0, sizeof(out));
+		fill_attr(fs, in->nodeid, &out.attr);
+		reply(fs, in->unique, 0, &out, sizeof(out));
+		return;
+	}
 	struct node *n = node_of(fs, in->nodeid);
 	if (!n) {
 		reply(fs, in->unique, in->nodeid == ROOT_ID ? -EPERM : -ENOENT, NULL, 0);
@@ -267,8 +334,35 @@ static void do_setattr(simfuse *fs, struct fuse_in_header *in, const struct fuse
 	reply(fs, in->unique, 0, &out, sizeof(out));
 }
 
+static struct handle *new_handle(simfuse *fs, int node)
+{
+	struct handle *h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->fh = ++fs->next_fh;
+	h->node = node;
+	h->next = fs->handles;
+	fs->handles = h;
+	return h;
+}
+
 static void do_open(simfuse *fs, struct fuse_in_header *in)
 {
+	struct attr *t = attr_of(fs, in->nodeid);
+	if (t) {
+		if (t->gone) {
+			reply(fs, in->unique, -ENOENT, NULL, 0);
+			return;
+		}
+		struct handle *h = new_handle(fs, -1 - (int)(in->nodeid - 2 - (uint64_t)fs->count));
+		if (!h) {
+			reply(fs, in->unique, -ENOMEM, NULL, 0);
+			return;
+		}
+		struct fuse_open_out out = { .fh = h->fh, .open_flags = FOPEN_DIRECT_IO };
+		reply(fs, in->unique, 0, &out, sizeof(out));
+		return;
+	}
 	struct node *n = node_of(fs, in->nodeid);
 	if (!n || n->gone) {
 		reply(fs, in->unique, in->nodeid == ROOT_ID ? -EISDIR : -ENODEV, NULL, 0);
@@ -278,15 +372,11 @@ static void do_open(simfuse *fs, struct fuse_in_header *in)
 		reply(fs, in->unique, -EBUSY, NULL, 0); /* iio_chrdev_open: one user at a time */
 		return;
 	}
-	struct handle *h = calloc(1, sizeof(*h));
+	struct handle *h = new_handle(fs, (int)(in->nodeid - 2));
 	if (!h) {
 		reply(fs, in->unique, -ENOMEM, NULL, 0);
 		return;
 	}
-	h->fh = ++fs->next_fh;
-	h->node = (int)(in->nodeid - 2);
-	h->next = fs->handles;
-	fs->handles = h;
 	n->readers++;
 	struct fuse_open_out out = { .fh = h->fh, .open_flags = FOPEN_DIRECT_IO | FOPEN_NONSEEKABLE };
 	reply(fs, in->unique, 0, &out, sizeof(out));
@@ -301,12 +391,85 @@ static void do_release(simfuse *fs, struct fuse_in_header *in, const struct fuse
 	if (*p) {
 		struct handle *h = *p;
 		*p = h->next;
-		struct node *n = &fs->nodes[h->node];
-		n->readers--;
-		signal_event(n);
+		if (h->node >= 0) {
+			struct node *n = &fs->nodes[h->node];
+			n->readers--;
+			signal_event(n);
+		}
 		free(h);
 	}
 	reply(fs, in->unique, 0, NULL, 0);
+}
+
+static void read_attr(simfuse *fs, struct fuse_in_header *in, struct attr *t, const struct fuse_read_in *r)
+{
+	char text[SIMFUSE_ATTR_MAX + 1];
+	size_t len = t->len;
+	memcpy(text, t->value, len);
+	if (len) /* sysfs shows "value\n"; the kernel's empty current_trigger is an empty file */
+		text[len++] = '\n';
+	if (t->gone) {
+		reply(fs, in->unique, -ENODEV, NULL, 0);
+		return;
+	}
+	if (r->offset >= len) {
+		reply(fs, in->unique, 0, text, 0);
+		return;
+	}
+	size_t k = len - r->offset < r->size ? len - r->offset : r->size;
+	reply(fs, in->unique, 0, text + r->offset, k);
+}
+
+static void queue_written(simfuse *fs, int index)
+{
+	struct attr *t = &fs->attrs[index];
+	if (!t->queued) {
+		t->queued = true;
+		fs->written[fs->nwritten++] = index;
+	}
+	uint64_t one = 1;
+	(void)!write(fs->written_fd, &one, sizeof(one));
+}
+
+static void do_write(simfuse *fs, struct fuse_in_header *in, const struct fuse_write_in *w)
+{
+	struct handle *h = handle_of(fs, w->fh);
+	if (!h) {
+		reply(fs, in->unique, -EBADF, NULL, 0);
+		return;
+	}
+	if (h->node >= 0) {
+		reply(fs, in->unique, -EINVAL, NULL, 0); /* an input buffer */
+		return;
+	}
+	int index = -1 - h->node;
+	struct attr *t = &fs->attrs[index];
+	if (t->gone) {
+		reply(fs, in->unique, -ENODEV, NULL, 0);
+		return;
+	}
+	/* What the driver's store() sees: the bytes written, up to a NUL (libiio writes one). */
+	const char *data = (const char *)(w + 1);
+	size_t len = w->size;
+	if (len > SIMFUSE_ATTR_MAX - 1)
+		len = SIMFUSE_ATTR_MAX - 1;
+	char value[SIMFUSE_ATTR_MAX];
+	memcpy(value, data, len);
+	value[len] = '\0';
+	char out[SIMFUSE_ATTR_MAX];
+	out[0] = '\0';
+	int r = fs->store ? fs->store(fs->store_context, index, value, strlen(value), out, sizeof(out)) : 0;
+	if (r < 0) {
+		reply(fs, in->unique, r, NULL, 0);
+		return;
+	}
+	if (fs->store)
+		set_value(t, out, strnlen(out, sizeof(out)));
+	else
+		set_value(t, value, strcspn(value, "\n"));
+	queue_written(fs, index);
+	struct fuse_write_out o = { .size = w->size };
+	reply(fs, in->unique, 0, &o, sizeof(o));
 }
 
 static void do_read(simfuse *fs, struct fuse_in_header *in, const struct fuse_read_in *r)
@@ -316,12 +479,16 @@ static void do_read(simfuse *fs, struct fuse_in_header *in, const struct fuse_re
 		reply(fs, in->unique, -EBADF, NULL, 0);
 		return;
 	}
+	if (h->node < 0) {
+		read_attr(fs, in, &fs->attrs[-1 - h->node], r);
+		return;
+	}
 	struct node *n = &fs->nodes[h->node];
 	if (n->gone) {
 		reply(fs, in->unique, -ENODEV, NULL, 0);
 		return;
 	}
-	check_stale(n);
+	check_stale(fs, n);
 	if (n->scan_size && r->size < n->scan_size) {
 		reply(fs, in->unique, -EINVAL, NULL, 0); /* smaller than one scan */
 		return;
@@ -358,8 +525,13 @@ static void do_poll(simfuse *fs, struct fuse_in_header *in, const struct fuse_po
 		reply(fs, in->unique, -EBADF, NULL, 0);
 		return;
 	}
+	if (h->node < 0) { /* sysfs attributes are always readable */
+		struct fuse_poll_out out = { .revents = POLLIN | POLLRDNORM };
+		reply(fs, in->unique, 0, &out, sizeof(out));
+		return;
+	}
 	struct node *n = &fs->nodes[h->node];
-	check_stale(n);
+	check_stale(fs, n);
 	struct fuse_poll_out out = { 0 };
 	/* After unregistering, the kernel's poll reports nothing (reads then fail with ENODEV). */
 	if (!n->gone && n->queued > 0 && n->queued >= (n->active ? n->watermark : 1))
@@ -428,7 +600,7 @@ static void handle_request(simfuse *fs, unsigned char *buf, ssize_t len)
 	case FUSE_SETATTR: do_setattr(fs, in, arg); break;
 	case FUSE_OPEN: do_open(fs, in); break;
 	case FUSE_READ: do_read(fs, in, arg); break;
-	case FUSE_WRITE: reply(fs, in->unique, -EINVAL, NULL, 0); break; /* an input buffer */
+	case FUSE_WRITE: do_write(fs, in, arg); break;
 	case FUSE_POLL: do_poll(fs, in, arg); break;
 	case FUSE_FLUSH: reply(fs, in->unique, 0, NULL, 0); break;
 	case FUSE_RELEASE: do_release(fs, in, arg); break;
@@ -463,19 +635,41 @@ static void *serve(void *arg)
 
 /* MARK: The simulator's side */
 
-simfuse *simfuse_start(const char *mountpoint, const char *const *names, int count, int *error)
+simfuse *simfuse_start(const char *mountpoint, const char *const *names, int count, int attr_count,
+			simfuse_store_fn store, void *store_context, int *error)
 {
 	simfuse *fs = calloc(1, sizeof(*fs));
 	struct node *nodes = calloc((size_t)(count > 0 ? count : 1), sizeof(*nodes));
-	if (!fs || !nodes) {
+	struct attr *attrs = calloc((size_t)(attr_count > 0 ? attr_count : 1), sizeof(*attrs));
+	int *written = calloc((size_t)(attr_count > 0 ? attr_count : 1), sizeof(*written));
+	if (!fs || !nodes || !attrs || !written) {
 		free(fs);
 		free(nodes);
+		free(attrs);
+		free(written);
 		*error = -ENOMEM;
 		return NULL;
 	}
 	fs->nodes = nodes;
 	fs->count = count;
-	pthread_mutex_init(&fs->lock, NULL);
+	fs->attrs = attrs;
+	fs->attr_count = attr_count;
+	fs->written = written;
+	fs->store = store;
+	fs->store_context = store_context;
+	fs->written_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	for (int i = 0; i < attr_count; i++) {
+		snprintf(attrs[i].name, sizeof(attrs[i].name), "attr%d", i);
+		attrs[i].mode = 0444;
+		clock_gettime(CLOCK_REALTIME, &attrs[i].mtime);
+	}
+	/* Recursive: the store callback, run on the serving thread with the lock held, reads and
+	 * sets other attributes through the public calls. */
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&fs->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	for (int i = 0; i < count; i++) {
 		snprintf(nodes[i].name, sizeof(nodes[i].name), "%s", names[i]);
 		nodes[i].mode = 0600;
@@ -506,7 +700,10 @@ fail:
 		close(fs->fd);
 	for (int i = 0; i < count; i++)
 		close(nodes[i].event_fd);
+	close(fs->written_fd);
 	free(nodes);
+	free(attrs);
+	free(written);
 	free(fs);
 	return NULL;
 }
@@ -539,12 +736,15 @@ void simfuse_stop(simfuse *fs)
 		free(h);
 	}
 	pthread_mutex_destroy(&fs->lock);
+	close(fs->written_fd);
 	free(fs->nodes);
+	free(fs->attrs);
+	free(fs->written);
 	free(fs);
 }
 
 int simfuse_session_begin(simfuse *fs, int node, uint64_t session, size_t scan_size, size_t length,
-			  size_t watermark, const char *enable_path, int64_t mtime_sec, int64_t mtime_nsec)
+			  size_t watermark, int enable_attr, int64_t mtime_sec, int64_t mtime_nsec)
 {
 	if (node < 0 || node >= fs->count || scan_size == 0 || length == 0)
 		return -EINVAL;
@@ -561,7 +761,7 @@ int simfuse_session_begin(simfuse *fs, int node, uint64_t session, size_t scan_s
 	n->head = n->queued = 0;
 	n->stale_unread = 0;
 	n->session = session;
-	snprintf(n->enable_path, sizeof(n->enable_path), "%s", enable_path);
+	n->enable_attr = enable_attr;
 	n->enable_mtime.tv_sec = (time_t)mtime_sec;
 	n->enable_mtime.tv_nsec = (long)mtime_nsec;
 	n->active = true;
@@ -593,7 +793,7 @@ long simfuse_push(simfuse *fs, int node, uint64_t session, const void *scans, lo
 		return -EINVAL;
 	pthread_mutex_lock(&fs->lock);
 	struct node *n = &fs->nodes[node];
-	check_stale(n);
+	check_stale(fs, n);
 	if (!n->active || n->gone || n->session != session) {
 		pthread_mutex_unlock(&fs->lock);
 		return -ESTALE;
@@ -648,4 +848,74 @@ void simfuse_unplug(simfuse *fs, int node)
 	n->queued = 0;
 	wake(fs, n);
 	pthread_mutex_unlock(&fs->lock);
+}
+
+/* MARK: Attributes */
+
+int simfuse_attr_get(simfuse *fs, int attr, char *dst, size_t cap)
+{
+	if (attr < 0 || attr >= fs->attr_count || cap == 0)
+		return -EINVAL;
+	pthread_mutex_lock(&fs->lock);
+	struct attr *t = &fs->attrs[attr];
+	size_t k = t->len < cap - 1 ? t->len : cap - 1;
+	memcpy(dst, t->value, k);
+	dst[k] = '\0';
+	int gone = t->gone;
+	pthread_mutex_unlock(&fs->lock);
+	return gone ? -ENOENT : (int)k;
+}
+
+int simfuse_attr_set(simfuse *fs, int attr, const char *value)
+{
+	if (attr < 0 || attr >= fs->attr_count)
+		return -EINVAL;
+	pthread_mutex_lock(&fs->lock);
+	set_value(&fs->attrs[attr], value, strlen(value));
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
+int simfuse_attr_set_mode(simfuse *fs, int attr, uint32_t mode)
+{
+	if (attr < 0 || attr >= fs->attr_count)
+		return -EINVAL;
+	pthread_mutex_lock(&fs->lock);
+	fs->attrs[attr].mode = mode & 07777;
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
+void simfuse_attr_unplug(simfuse *fs, int attr)
+{
+	if (attr < 0 || attr >= fs->attr_count)
+		return;
+	pthread_mutex_lock(&fs->lock);
+	fs->attrs[attr].gone = true;
+	pthread_mutex_unlock(&fs->lock);
+}
+
+int simfuse_written_fd(simfuse *fs)
+{
+	return fs->written_fd;
+}
+
+int simfuse_take_written(simfuse *fs, int *attrs, int max)
+{
+	uint64_t sink;
+	(void)!read(fs->written_fd, &sink, sizeof(sink));
+	pthread_mutex_lock(&fs->lock);
+	int k = fs->nwritten < max ? fs->nwritten : max;
+	for (int i = 0; i < k; i++) {
+		attrs[i] = fs->written[i];
+		fs->attrs[attrs[i]].queued = false;
+	}
+	memmove(fs->written, fs->written + k, (size_t)(fs->nwritten - k) * sizeof(int));
+	fs->nwritten -= k;
+	if (fs->nwritten > 0) {
+		uint64_t one = 1;
+		(void)!write(fs->written_fd, &one, sizeof(one));
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return k;
 }

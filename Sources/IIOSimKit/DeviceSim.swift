@@ -44,6 +44,17 @@ final class DeviceSim: Sendable {
     let options: SimulationOptions
     let isNoIRQ: Bool
     let state: Locked<State>
+    /// The fixture's triggers (which may drive this device, and at what rate).
+    let triggers: [Fixture.Trigger]
+    /// The device's attributes as the kernel shows them (the fixture's, plus the core's defaults).
+    let attributes: [String: String]
+    /// Where the attribute files the kernel answers synchronously are served (nil: they are plain
+    /// files, and the simulator reacts to writes after the fact; see ``guardedFiles``).
+    let nodes: FuseNodes?
+    /// Path (canonical or alias) → attribute index in ``nodes``.
+    let guardedIndex: [String: Int]
+    /// Alias path → canonical path (`buffer0/enable` → `buffer/enable`).
+    let aliases: [String: String]
 
     struct State: Sendable {
         var calibration: Calibration
@@ -57,8 +68,17 @@ final class DeviceSim: Sendable {
         var decimals: [String: Int] = [:]
     }
 
-    init(number: Int, spec: Fixture.Device, fixture: Fixture, root: String, options: SimulationOptions) throws {
+    init(number: Int, spec: Fixture.Device, fixture: Fixture, root: String, options: SimulationOptions,
+         nodes: FuseNodes? = nil, attributeBase: Int = 0) throws {
         self.number = number
+        triggers = fixture.triggers
+        attributes = SysfsLayout.attributes(of: spec)
+        self.nodes = nodes
+        aliases = SysfsLayout.aliases(of: spec)
+        var index: [String: Int] = [:]
+        for (i, file) in SysfsLayout.guardedFiles(of: spec).enumerated() { index[file] = attributeBase + i }
+        for (alias, canonical) in aliases { index[alias] = index[canonical] }
+        guardedIndex = index
         id = "iio:device\(number)"
         self.spec = spec
         directory = root + "/sys/bus/iio/devices/" + id
@@ -86,8 +106,56 @@ final class DeviceSim: Sendable {
         return false
     }
 
+    /// The attribute index of `file` when it is served through FUSE.
+    func attributeIndex(_ file: String) -> Int? { nodes == nil ? nil : guardedIndex[file] }
+
+    /// The canonical name of a file (`buffer0/in_accel_x_en` → `scan_elements/in_accel_x_en`).
+    func canonical(_ file: String) -> String { aliases[file] ?? file }
+
+    /// Sets a file's contents as the driver would (no store() check).
     func write(_ file: String, _ value: String) throws {
-        try Files.write(value + "\n", to: directory + "/" + file, mode: isWritable(file) ? 0o644 : 0o444)
+        if let nodes, let i = attributeIndex(file) {
+            nodes.setAttribute(i, value)
+            return
+        }
+        // The kernel's current_trigger with no trigger set is an empty file, not a newline.
+        let text = value.isEmpty && file == "trigger/current_trigger" ? "" : value + "\n"
+        try Files.write(text, to: directory + "/" + file, mode: isWritable(canonical(file)) ? 0o644 : 0o444)
+    }
+
+    /// Creates `file` with `value`: a FUSE-served attribute bind-mounted onto its path, or a plain
+    /// file. An alias of a plain file is a hard link to it (the same contents, as in sysfs).
+    func place(_ file: String, _ value: String) throws {
+        let path = directory + "/" + file
+        if let slash = file.lastIndex(of: "/") { try Files.makeDirectory(directory + "/" + file[..<slash]) }
+        if let nodes, let i = attributeIndex(file) {
+            if !FileManager.default.fileExists(atPath: path) { try Files.write("", to: path, mode: 0o644) }
+            let r = simsupport_bind(nodes.attributePath(i), path, 0)
+            if r != 0 { throw Files.Failure(path: path, operation: "bind-mount the FUSE attribute on", errno: -r) }
+            nodes.setAttribute(i, value)
+            nodes.setAttributeMode(i, isWritable(canonical(file)) ? 0o644 : 0o444)
+            return
+        }
+        if let target = aliases[file] {
+            unlink(path)
+            if link(directory + "/" + target, path) == 0 { return }
+        }
+        try write(file, value)
+    }
+
+    /// Gives a file other contents for a test (`--set`): writable, and left alone by the
+    /// simulator's driver-like reactions from then on.
+    func override(_ file: String, _ value: String) throws {
+        if let nodes, let i = attributeIndex(file) {
+            nodes.setAttribute(i, value)
+            nodes.setAttributeMode(i, 0o644)
+        } else {
+            // Writable, so a test can also rewrite it (Files.write keeps an existing file's mode).
+            try Files.write(value + "\n", to: directory + "/" + file, mode: 0o644)
+            chmod(directory + "/" + file, 0o644)
+        }
+        reloadCalibration()
+        pin(file)
     }
 
     func build(devDirectory: String, scratch: String, nodes: FuseNodes?) throws {
@@ -95,11 +163,8 @@ final class DeviceSim: Sendable {
         try write("name", spec.name)
         if let label = spec.label { try write("label", label) }
         var decimals: [String: Int] = [:]
-        for (file, value) in spec.attributes.sorted(by: { $0.key < $1.key }) {
-            if let slash = file.lastIndex(of: "/") {
-                try Files.makeDirectory(directory + "/" + file[..<slash])
-            }
-            try write(file, value)
+        for (file, value) in attributes.sorted(by: { $0.key < $1.key }) {
+            try place(file, value)
             if file.hasSuffix("frequency") {
                 decimals[file] = value.split(separator: ".").dropFirst().first?.count ?? 0
             }
@@ -108,17 +173,29 @@ final class DeviceSim: Sendable {
             if ch.spec.hasRaw { try write("in_\(ch.spec.id)_raw", "0") }
         }
         if let buffer = spec.buffer {
+            // Since Linux 5.11 every buffer has its bufferN/ folder (buffer0/: its files and the
+            // scan elements' _en, _index, _type), and the legacy buffer/ and scan_elements/
+            // folders show the same attributes of buffer0.
             try Files.makeDirectory(directory + "/buffer")
+            try Files.makeDirectory(directory + "/buffer0")
             try Files.makeDirectory(directory + "/scan_elements")
-            try write("buffer/enable", "0")
-            try write("buffer/length", String(buffer.length))
-            try write("buffer/watermark", String(buffer.watermark))
-            try write("buffer/data_available", "0")
+            for dir in ["buffer", "buffer0"] {
+                try place(dir + "/enable", "0")
+                try place(dir + "/length", String(buffer.length))
+                try place(dir + "/watermark", String(buffer.watermark))
+                try write(dir + "/data_available", "0")
+            }
+            try write("buffer0/direction", "in")
+            for (file, value) in attributes where file.hasPrefix("buffer/") {
+                try write("buffer0/" + file.dropFirst(7), value)  // the driver's buffer attributes, in both
+            }
             for ch in channels {
                 guard let idx = ch.spec.index, let t = ch.scanType else { continue }
-                try write("scan_elements/in_\(ch.spec.id)_en", "0")
-                try write("scan_elements/in_\(ch.spec.id)_index", String(idx))
-                try write("scan_elements/in_\(ch.spec.id)_type", t.description)
+                for dir in ["scan_elements", "buffer0"] {
+                    try place("\(dir)/in_\(ch.spec.id)_en", "0")
+                    try write("\(dir)/in_\(ch.spec.id)_index", String(idx))
+                    try write("\(dir)/in_\(ch.spec.id)_type", t.description)
+                }
             }
             // The character device: a FUSE file bind-mounted on the node's path (see FuseNodes), or
             // a FIFO; libiio reads either with read() exactly as it reads the real node on mainline
@@ -137,7 +214,7 @@ final class DeviceSim: Sendable {
         try write("uevent", "MAJOR=\(Self.iioMajor)\nMINOR=\(number)\nDEVNAME=\(id)\nDEVTYPE=iio_device\nOF_NAME=\(spec.name)")
         if let current = spec.currentTrigger {
             try Files.makeDirectory(directory + "/trigger")
-            try write("trigger/current_trigger", current)
+            try place("trigger/current_trigger", current)
         }
         state.withLock { $0.decimals = decimals }
         reloadCalibration()
@@ -149,7 +226,10 @@ final class DeviceSim: Sendable {
 
     // MARK: Attributes
 
-    func read(_ file: String) -> String? { Files.read(directory + "/" + file) }
+    func read(_ file: String) -> String? {
+        if let nodes, let i = attributeIndex(file) { return nodes.attribute(i).map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } }
+        return Files.read(directory + "/" + file)
+    }
 
     /// The first of `files` that exists, parsed as a number.
     func number(_ files: [String]) -> Double? {
@@ -211,6 +291,12 @@ final class DeviceSim: Sendable {
         // A file given other contents with --set belongs to the test: no driver-like reaction
         // (snapping a frequency or a scale) undoes what the test writes into it.
         if state.withLock({ $0.unplugged || $0.pinned.contains(file) }) { return }
+        // Served through FUSE, these were checked and settled by store() before write(2) returned.
+        if attributeIndex(file) != nil && (file.hasSuffix("sampling_frequency") || file == "current_timestamp_clock"
+                                           || file == "trigger/current_trigger") {
+            if file.hasSuffix("sampling_frequency") { simulator.log("\(id): \(file) = \(read(file) ?? "?") Hz") }
+            return
+        }
         switch file {
         case "buffer/enable", "buffer/length", "buffer/watermark":
             break  // the watcher calls evaluateBuffer once the writer has finished
@@ -348,6 +434,12 @@ final class DeviceSim: Sendable {
     func unplug(devDirectory: String, nodes: FuseNodes?) {
         state.withLock { $0.unplugged = true }
         stopStream(wait: true)
+        if let nodes {
+            for (file, i) in guardedIndex {
+                _ = simsupport_umount_lazy(directory + "/" + file)
+                nodes.unplugAttribute(i)
+            }
+        }
         Files.removeTree(directory)
         if let nodes {
             nodes.unplug(device: number)
@@ -381,6 +473,7 @@ final class DeviceSim: Sendable {
     /// Files whose writes change what the buffer streams: the watcher re-evaluates the buffer after
     /// any of them is written.
     static func affectsBuffer(_ file: String) -> Bool {
+        // (`file` is canonical: buffer0/ writes arrive as buffer/ and scan_elements/ ones.)
         file == "buffer/enable" || file == "buffer/length" || file == "buffer/watermark"
             || file == "trigger/current_trigger" || (file.hasPrefix("scan_elements/") && file.hasSuffix("_en"))
     }
@@ -435,16 +528,27 @@ final class DeviceSim: Sendable {
 
     /// Why the kernel would refuse to enable the buffer as its files are now, if it would.
     func bufferProblem(simulator: Simulator) -> String? {
-        if let b = spec.buffer, b.triggered {
-            let trig = read("trigger/current_trigger") ?? ""
-            if trig.isEmpty || !simulator.triggerIsValid(trig, for: spec.name) {
-                return "buffer not started: no trigger (the kernel returns EINVAL; set trigger/current_trigger)"
-            }
+        if let b = spec.buffer, b.triggered, (b.withoutTrigger ?? .refuse) == .refuse, !hasValidTrigger {
+            return "buffer not started: no trigger (the kernel returns EINVAL; set trigger/current_trigger)"
         }
         if enabledLayout().0.elements.isEmpty {
             return "buffer enabled with no scan element enabled (the kernel returns EINVAL)"
         }
         return nil
+    }
+
+    /// Whether a trigger that may drive this device is set.
+    var hasValidTrigger: Bool {
+        let trig = read("trigger/current_trigger") ?? ""
+        return !trig.isEmpty && triggers.contains { $0.name == trig && ($0.owner == nil || $0.owner == spec.name) }
+    }
+
+    /// Whether an enabled buffer delivers nothing: no data-ready interrupt (`--no-irq`), or a
+    /// triggered buffer running without its trigger whose driver then never reads the chip.
+    var isSilent: Bool {
+        if isNoIRQ { return true }
+        guard let b = spec.buffer, b.triggered, !hasValidTrigger else { return false }
+        return (b.withoutTrigger ?? .refuse) == .silent
     }
 
     /// What a stream session depends on: enabled channels, `buffer/length`, `buffer/watermark`.

@@ -5,8 +5,10 @@ import Foundation
 /// A fixture is JSON. Each device lists the files of its directory under
 /// `/sys/bus/iio/devices/iio:deviceN/` (`attributes`, relative paths, exact contents), its channels
 /// (which produce `in_<id>_raw` and, when they have a scan `index`, `scan_elements/in_<id>_{en,index,type}`),
-/// whether it has a buffer (`buffer/{enable,length,watermark}` and `/dev/iio:deviceN`) and a trigger
-/// (`trigger/current_trigger`). Triggers become `triggerN` directories with a `name`.
+/// whether it has a buffer (`buffer/{enable,length,watermark}`, the same files in `buffer0/` with the
+/// scan elements, and `/dev/iio:deviceN`) and a trigger (`trigger/current_trigger`), what its driver
+/// accepts as a sampling frequency (`frequency_rule`) and what its buffer does without a trigger
+/// (`buffer.without_trigger`). Triggers become `triggerN` directories with a `name`.
 ///
 /// ```json
 /// { "description": "…",
@@ -53,14 +55,18 @@ public struct Fixture: Codable, Sendable {
         public var currentTrigger: String?
         /// Files that are writable (mode 0644) beyond the ones the simulator knows to be writable.
         public var writable: [String]
+        /// What the driver accepts as a `*sampling_frequency` (default ``FrequencyRule/nearest``).
+        public var frequencyRule: FrequencyRule?
 
         enum CodingKeys: String, CodingKey {
             case name, label, attributes, channels, buffer, writable
             case currentTrigger = "current_trigger"
+            case frequencyRule = "frequency_rule"
         }
 
         public init(name: String, label: String? = nil, attributes: [String: String] = [:], channels: [Channel],
-                    buffer: Buffer? = nil, currentTrigger: String? = nil, writable: [String] = []) {
+                    buffer: Buffer? = nil, currentTrigger: String? = nil, writable: [String] = [],
+                    frequencyRule: FrequencyRule? = nil) {
             self.name = name
             self.label = label
             self.attributes = attributes
@@ -68,6 +74,7 @@ public struct Fixture: Codable, Sendable {
             self.buffer = buffer
             self.currentTrigger = currentTrigger
             self.writable = writable
+            self.frequencyRule = frequencyRule
         }
 
         public init(from decoder: any Decoder) throws {
@@ -79,7 +86,27 @@ public struct Fixture: Codable, Sendable {
             buffer = try c.decodeIfPresent(Buffer.self, forKey: .buffer)
             currentTrigger = try c.decodeIfPresent(String.self, forKey: .currentTrigger)
             writable = try c.decodeIfPresent([String].self, forKey: .writable) ?? []
+            frequencyRule = try c.decodeIfPresent(FrequencyRule.self, forKey: .frequencyRule)
         }
+    }
+
+    /// How a driver answers a write to its `*sampling_frequency` (the value parsed as the IIO core
+    /// parses it, `iio_str_to_fixpoint`: digits, one `.`, an optional sign, a trailing newline;
+    /// anything else is EINVAL).
+    public enum FrequencyRule: String, Codable, Sendable {
+        /// The available value nearest to the one written (any number ≥ 0; the simulator's rule
+        /// before it learnt the drivers').
+        case nearest
+        /// Only the values of `*_available`, exactly (bmi160: `12.50` and `0.78125` accepted,
+        /// `101`, `0.78`, `0` refused with EINVAL).
+        case exact
+        /// The lowest available value at or above the one written; EINVAL above the highest
+        /// (st_lsm6dsx).
+        case roundUp = "round-up"
+        /// HID sensor hubs: any value ≥ 0 becomes a report interval of whole milliseconds
+        /// (1000 / Hz, truncated), read back as the hub's rounding (`33` → `33.300000`); 0 is
+        /// accepted (interval 0).
+        case hid
     }
 
     /// One input channel.
@@ -143,12 +170,33 @@ public struct Fixture: Codable, Sendable {
         public var watermark: Int
         /// Stream rate when no sampling-frequency attribute decides it (Hz).
         public var rate: Double?
+        /// What a triggered buffer does when enabled with no trigger set (default ``WithoutTrigger/refuse``).
+        public var withoutTrigger: WithoutTrigger?
 
-        public init(triggered: Bool, length: Int = 1, watermark: Int = 1, rate: Double? = nil) {
+        /// A triggered buffer with no trigger, as the kernel's `iio_verify_update` decides.
+        public enum WithoutTrigger: String, Codable, Sendable {
+            /// `buffer/enable` fails with EINVAL (bmi160, mxc4005, kxcjk1013 without an interrupt:
+            /// the driver has no software mode).
+            case refuse
+            /// The buffer enables (software mode) and never delivers (bmc150_accel without an
+            /// interrupt: its FIFO is never read).
+            case silent
+            /// The buffer enables and streams (a hardware FIFO read on its own interrupt).
+            case stream
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case triggered, length, watermark, rate
+            case withoutTrigger = "without_trigger"
+        }
+
+        public init(triggered: Bool, length: Int = 1, watermark: Int = 1, rate: Double? = nil,
+                    withoutTrigger: WithoutTrigger? = nil) {
             self.triggered = triggered
             self.length = length
             self.watermark = watermark
             self.rate = rate
+            self.withoutTrigger = withoutTrigger
         }
 
         public init(from decoder: any Decoder) throws {
@@ -157,6 +205,7 @@ public struct Fixture: Codable, Sendable {
             length = try c.decodeIfPresent(Int.self, forKey: .length) ?? 1
             watermark = try c.decodeIfPresent(Int.self, forKey: .watermark) ?? 1
             rate = try c.decodeIfPresent(Double.self, forKey: .rate)
+            withoutTrigger = try c.decodeIfPresent(WithoutTrigger.self, forKey: .withoutTrigger)
         }
     }
 

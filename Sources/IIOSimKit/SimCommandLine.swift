@@ -35,6 +35,7 @@ public struct SimCommandLine: Sendable {
 
     USAGE: iio-sim --fixture NAME|PATH [OPTIONS] -- COMMAND [ARGS...]
            iio-sim --list-fixtures
+           iio-sim record [DEVICE_FOLDER...] > board.json   (a real board as a fixture; see record --help)
 
     Runs COMMAND in private user, mount and network namespaces in which /sys/bus/iio/devices holds the
     fixture's devices and /dev/iio:deviceN exists for each device with a buffer. The host is never

@@ -3,6 +3,7 @@
 #endif
 import CSimSupport
 import Foundation
+import Locking
 import Synchronization
 
 /// What a simulation run does beyond the fixture: the motion, imperfections, pacing and faults.
@@ -101,25 +102,37 @@ public final class Simulator: Sendable {
         let fd = simsupport_eventfd()
         guard fd >= 0 else { throw Fixture.LoadError(description: "eventfd: \(String(cString: strerror(-fd)))") }
         stopFD = fd
-        var devs: [DeviceSim] = []
-        for (n, d) in fixture.devices.enumerated() {
-            devs.append(try DeviceSim(number: n, spec: d, fixture: fixture, root: root, options: options))
+        // FUSE only inside the simulator's own mount namespace (root ""), where nothing leaks: the
+        // device nodes, and the attributes whose writes the kernel answers synchronously.
+        var bases: [Int] = []
+        var attributeCount = 0
+        for d in fixture.devices {
+            bases.append(attributeCount)
+            attributeCount += SysfsLayout.guardedFiles(of: d).count
         }
-        devices = devs
-        triggerIDs = fixture.triggers.indices.map { "trigger\($0)" }
-        // FUSE only inside the simulator's own mount namespace (root ""), where nothing leaks.
+        let router = StoreRouter()
+        self.router = router
         var nodes: FuseNodes?
         var failure: String?
         if root.isEmpty && !options.fifoNodes {
             do {
                 nodes = try FuseNodes(mountpoint: scratch + "/nodes",
-                                      devices: devs.filter { $0.spec.buffer != nil }.map(\.number))
+                                      devices: fixture.devices.indices.filter { fixture.devices[$0].buffer != nil },
+                                      attributes: attributeCount, store: { router.store($0, $1) })
             } catch {
                 failure = "\(error)"
             }
         }
         fuseNodes = nodes
         fuseFailure = failure
+        var devs: [DeviceSim] = []
+        for (n, d) in fixture.devices.enumerated() {
+            devs.append(try DeviceSim(number: n, spec: d, fixture: fixture, root: root, options: options,
+                                      nodes: nodes, attributeBase: bases[n]))
+        }
+        devices = devs
+        router.devices.withLock { $0 = devs }
+        triggerIDs = fixture.triggers.indices.map { "trigger\($0)" }
         for sel in options.unplug.map(\.device) + options.noIRQ + options.unreadable.map(\.device) + options.readOnly.map(\.device)
             + options.overrides.map(\.device) where device(matching: sel) == nil {
             throw Fixture.LoadError(description: "no device \"\(sel)\" in the fixture (devices: "
@@ -128,8 +141,29 @@ public final class Simulator: Sendable {
     }
 
     deinit {
+        router.devices.withLock { $0 = [] }  // devices and the FUSE store refer to each other
         close(stopFD)
     }
+
+    /// Hands a FUSE attribute write to its device's store() (see ``DeviceSim/store(_:_:)``).
+    final class StoreRouter: Sendable {
+        let devices = Locked<[DeviceSim]>([])
+
+        func store(_ attr: Int, _ value: String) -> Result<String, FuseNodes.Errno> {
+            guard let (device, file) = owner(of: attr) else { return .success(value) }
+            return device.store(file, value)
+        }
+
+        /// The device and canonical file of attribute `attr`.
+        func owner(of attr: Int) -> (DeviceSim, String)? {
+            let devs = devices.withLock { $0 }
+            for d in devs {
+                if let file = d.guardedIndex.first(where: { $0.value == attr && d.aliases[$0.key] == nil })?.key { return (d, file) }
+            }
+            return nil
+        }
+    }
+    let router: StoreRouter
 
     /// The device with this id (`iio:device0`), name or label.
     func device(matching selector: String) -> DeviceSim? {
@@ -167,13 +201,9 @@ public final class Simulator: Sendable {
         }
         for o in options.overrides {
             guard let d = device(matching: o.device) else { continue }
-            // Writable, so a test can also rewrite it (Files.write keeps an existing file's mode).
-            try Files.write(o.value + "\n", to: d.directory + "/" + o.file, mode: 0o644)
-            chmod(d.directory + "/" + o.file, 0o644)
-            d.reloadCalibration()
-            // The raw refresher skips the files in this set; an overridden `raw` file must keep its
+            // The raw refresher skips pinned files; an overridden `raw` file must keep its
             // contents too (otherwise `--set DEV/in_accel_x_raw=garbage` lasts until the first refresh).
-            d.pin(o.file)
+            try d.override(d.canonical(o.file), o.value)
         }
         for r in options.readOnly {
             guard let d = device(matching: r.device) else { continue }
@@ -321,7 +351,7 @@ final class Watcher: Sendable {
             if wd >= 0 { w[wd] = (owner, sub) }
         }
         for (i, d) in simulator.devices.enumerated() {
-            for sub in ["", "buffer", "scan_elements", "trigger"] {
+            for sub in ["", "buffer", "buffer0", "scan_elements", "trigger"] {
                 let path = d.directory + (sub.isEmpty ? "" : "/" + sub)
                 if FileManager.default.fileExists(atPath: path) { add(path, i, sub) }
             }
@@ -341,12 +371,22 @@ final class Watcher: Sendable {
     func run() {
         var buf = [UInt8](repeating: 0, count: 64 * 1024)
         var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: simulator.stopFD, events: Int16(POLLIN), revents: 0)]
+                   pollfd(fd: simulator.stopFD, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: simulator.fuseNodes?.writtenFD ?? -1, events: Int16(POLLIN), revents: 0)]
         // Devices whose buffer files were written and not yet acted on → when they were last written.
         var pending: [Int: Int64] = [:]
         while !simulator.isStopping {
-            let r = poll(&fds, 2, pending.isEmpty ? 500 : 10)
+            let r = poll(&fds, 3, pending.isEmpty ? 500 : 10)
             if r > 0 && fds[1].revents != 0 { return }
+            if r > 0 && fds[2].revents != 0, let nodes = simulator.fuseNodes {
+                // Attributes served through FUSE: already checked by their store(); react as for
+                // any other write.
+                for attr in nodes.takeWritten() {
+                    guard let (device, file) = simulator.router.owner(of: attr) else { continue }
+                    simulator.attributeWritten(device: device, file: file)
+                    if DeviceSim.affectsBuffer(file) { pending[device.number] = SimClock.now() }
+                }
+            }
             if r > 0 && fds[0].revents != 0 {
                 let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if n > 0 {
@@ -381,8 +421,9 @@ final class Watcher: Sendable {
             let name = String(decoding: nameBytes, as: UTF8.self)
             off = nameStart + len
             guard let (owner, sub) = watches[wd], !name.isEmpty else { continue }
-            let file = sub.isEmpty ? name : sub + "/" + name
+            var file = sub.isEmpty ? name : sub + "/" + name
             if owner >= 0 {
+                file = simulator.devices[owner].canonical(file)
                 simulator.attributeWritten(device: simulator.devices[owner], file: file)
                 if DeviceSim.affectsBuffer(file) { buffers.insert(owner) }
             } else {

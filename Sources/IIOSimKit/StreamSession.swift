@@ -107,7 +107,7 @@ final class StreamSession: Sendable {
         let sink: Sink
         if let nodes = simulator.fuseNodes {
             guard nodes.sessionBegin(device: device.number, session: number, scanSize: scanSize, length: length,
-                                     watermark: watermark, enablePath: device.directory + "/buffer/enable",
+                                     watermark: watermark, enableAttribute: device.attributeIndex("buffer/enable") ?? -1,
                                      mtime: enableStamp) else {
                 saveRecord(counts: Counts(), rate: 0, clockName: "", length: 0, watermark: 0)
                 return
@@ -148,7 +148,7 @@ final class StreamSession: Sendable {
             + "\(scanSize) bytes/scan, \(simulator.options.fast ? "fast" : "\(rate) Hz"), length \(length), watermark \(watermark)")
 
         var counts = Counts()
-        if !device.isNoIRQ {
+        if !device.isSilent {
             if simulator.options.fast {
                 runFast(sink, logFD: logFD, rate: rate, clockOffset: clockOffset, counts: &counts)
             } else {

@@ -14,6 +14,31 @@ func fail(_ message: String, status: Int32) -> Never {
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+
+// `iio-sim record [DEVICE_FOLDER...] > board.json`: a real board, as a fixture.
+if arguments.first == "record" {
+    let rest = Array(arguments.dropFirst())
+    if rest.contains("-h") || rest.contains("--help") {
+        print(Recorder.help)
+        exit(0)
+    }
+    do {
+        let fixture: Fixture
+        if rest.isEmpty {
+            fixture = try Recorder.recordAll()
+        } else {
+            let parents = Set(rest.map { ($0 as NSString).deletingLastPathComponent })
+            let triggers = parents.flatMap { p in
+                ((try? FileManager.default.contentsOfDirectory(atPath: p)) ?? []).filter { $0.hasPrefix("trigger") }.sorted().map { p + "/" + $0 }
+            }
+            fixture = try Recorder.record(devices: rest, triggers: triggers)
+        }
+        print(try Recorder.json(fixture))
+        exit(0)
+    } catch {
+        fail("record: \(error)", status: 66)
+    }
+}
 let commandLine: SimCommandLine
 do {
     commandLine = try SimCommandLine(arguments: arguments)

@@ -102,12 +102,13 @@ case "every-sample":
         if let error { failure.withLock { $0 = error } }
     }
     let mode = manager.mode(of: .accelerometer)?.description ?? "stopped"
+    let fallback = manager.fallbackReason(of: .accelerometer).map { "\"\($0)\"" } ?? "null"
     let rate = manager.samplingFrequency(of: .accelerometer) ?? 0
     usleep(UInt32(seconds * 1e6))
     manager.stopAllUpdates()
     let t = samples.withLock { $0 }
     let gaps = zip(t, t.dropFirst()).filter { $1 <= $0 }.count
-    emit([("samples", "\(t.count)"), ("nonIncreasing", "\(gaps)"), ("mode", "\"\(mode)\""), ("rate", "\(rate)"),
+    emit([("samples", "\(t.count)"), ("nonIncreasing", "\(gaps)"), ("mode", "\"\(mode)\""), ("fallback", fallback), ("rate", "\(rate)"),
           ("first", "\(t.first ?? -1)"), ("last", "\(t.last ?? -1)"),
           ("error", failure.withLock { $0 }.map { "\"\($0)\"" } ?? "null")])
 case "capped":

@@ -14,6 +14,12 @@
  *     iio_device_unregister).
  * The simulator mounts one FUSE file system holding every node and bind-mounts each node onto
  * /dev/iio:deviceN. Sessions push scans with simfuse_push(); the FUSE thread answers the reader.
+ *
+ * The same file system serves the attribute files whose writes the kernel answers synchronously
+ * (buffer/enable, buffer/length, scan element _en files, current_timestamp_clock,
+ * trigger/current_trigger, sampling_frequency ...), bind-mounted onto their sysfs paths: a write
+ * calls the simulator's store callback on the serving thread, which refuses it (EBUSY, EINVAL) or
+ * says what the file holds from then on, before write(2) returns, as a driver's store() does.
  * Functions return 0 (or a count) on success and -errno on failure.
  */
 #include <stddef.h>
@@ -22,19 +28,32 @@
 
 typedef struct simfuse simfuse;
 
-/* Mounts the file system at `mountpoint` (a directory) with one file per name, owned by root with
- * mode 0600, and starts the thread that serves it. NULL on failure, with -errno in *error. */
+/* The longest attribute value kept. */
+#define SIMFUSE_ATTR_MAX 4096
+
+/* A write of `value` (`len` bytes, up to the first NUL, newline included if written) to attribute
+ * `attr`: return a negative errno to refuse it, or 0 with what the file holds from now on in `out`
+ * (without the trailing newline the file shows). Runs on the serving thread with the file system's
+ * (recursive) lock held: it may call simfuse_attr_get/set, and must not touch the mounted files. */
+typedef int (*simfuse_store_fn)(void *_Nullable context, int attr, const char *_Nonnull value, size_t len,
+				char *_Nonnull out, size_t out_cap);
+
+/* Mounts the file system at `mountpoint` (a directory) with one device node per name, owned by root
+ * with mode 0600, and `attr_count` attribute files named attr0, attr1, ... (mode 0444 until set,
+ * empty), and starts the thread that serves it. NULL on failure, with -errno in *error. */
 simfuse *_Nullable simfuse_start(const char *_Nonnull mountpoint, const char *_Nonnull const *_Nonnull names,
-				 int count, int *_Nonnull error);
+				 int count, int attr_count, simfuse_store_fn _Nullable store,
+				 void *_Nullable store_context, int *_Nonnull error);
 /* Unmounts (lazily), stops the thread and frees everything. */
 void simfuse_stop(simfuse *_Nonnull fs);
 
 /* Starts a buffer session on node `node`: the kfifo is emptied and sized `length` scans of
- * `scan_size` bytes; `session` identifies it in the calls below. `enable_path` is the device's buffer/enable file, whose modification time
- * when the session was decided is `mtime_sec`/`mtime_nsec`: any later write to it ends the
- * session as far as the reader is concerned. */
+ * `scan_size` bytes; `session` identifies it in the calls below. `enable_attr` is the device's
+ * buffer/enable attribute, whose modification time when the session was decided is
+ * `mtime_sec`/`mtime_nsec`: any later write to it ends the session as far as the reader is
+ * concerned. */
 int simfuse_session_begin(simfuse *_Nonnull fs, int node, uint64_t session, size_t scan_size, size_t length,
-			  size_t watermark, const char *_Nonnull enable_path, int64_t mtime_sec, int64_t mtime_nsec);
+			  size_t watermark, int enable_attr, int64_t mtime_sec, int64_t mtime_nsec);
 /* Ends session `session` (nothing when another has begun since); returns the scans it left unread
  * (still queued, or discarded as stale), or -ESTALE. */
 long simfuse_session_end(simfuse *_Nonnull fs, int node, uint64_t session);
@@ -50,4 +69,18 @@ int simfuse_readers(simfuse *_Nonnull fs, int node);
 int simfuse_event_fd(simfuse *_Nonnull fs, int node);
 /* The device is gone: reads fail with ENODEV, lookups with ENOENT. */
 void simfuse_unplug(simfuse *_Nonnull fs, int node);
+
+/* An attribute's value (without the newline the file shows) into dst; its length or -errno. */
+int simfuse_attr_get(simfuse *_Nonnull fs, int attr, char *_Nonnull dst, size_t cap);
+/* Sets an attribute's value as the driver would (no store callback); its modification time is now. */
+int simfuse_attr_set(simfuse *_Nonnull fs, int attr, const char *_Nonnull value);
+/* Sets an attribute's mode bits. */
+int simfuse_attr_set_mode(simfuse *_Nonnull fs, int attr, uint32_t mode);
+/* The attribute's device is gone: lookups fail with ENOENT, reads and writes with ENODEV. */
+void simfuse_attr_unplug(simfuse *_Nonnull fs, int attr);
+/* An eventfd that becomes readable when an attribute was written (accepted by the store callback). */
+int simfuse_written_fd(simfuse *_Nonnull fs);
+/* Takes up to `max` indices of attributes written since the last call (each once, in the order of
+ * their first write); returns how many. */
+int simfuse_take_written(simfuse *_Nonnull fs, int *_Nonnull attrs, int max);
 #endif
