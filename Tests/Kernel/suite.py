@@ -1,0 +1,394 @@
+#!/usr/bin/env python3
+"""The kernel suite, guest side: run inside the QEMU guest that scripts/kernel/suite boots.
+
+Binds real drivers to i2c-stub (devices.py) and an emulated HID sensor hub to /dev/uhid
+(uhid_hub.py), then runs motion-monitor against Linux's own IIO core and checks what it prints
+against the devices' own sysfs files and against the hub's log of every report it sent.
+
+Each result is one JSON line in RESULTS/results.jsonl: {"case", "device", "status", "detail",
+"seconds"}; the host prints them and fails when any failed. RESULTS/kernel/ gets what the
+differential test on the host compares with iio-sim; RESULTS/fixtures/ the recorded fixtures.
+
+  suite.py --results DIR [--build .build/debug] [--only CASE,CASE]
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import devices as D  # noqa: E402
+import kk  # noqa: E402
+from kk import check  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+USER = "kkuser"
+HID_NAMES = ["accel_3d", "gyro_3d", "magn_3d"]
+HUB_SENSOR = {"accel_3d": "accel", "gyro_3d": "gyro", "magn_3d": "magn"}
+CSV_ROW = re.compile(r"^\d+\.\d{9},(accelerometer|gyroscope|magnetometer),iio:device\d+,[^,]+,[^,]+,[^,]+$")
+
+
+def log(msg):
+    print(f"[{time.monotonic():8.2f}] {msg}", flush=True)
+
+
+class Guest:
+    def __init__(self, args):
+        self.args = args
+        self.results = kk.Results(os.path.join(args.results, "results.jsonl"))
+        self.tools = kk.Tools(REPO, args.build)
+        self.out = args.results
+        os.makedirs(os.path.join(self.out, "kernel"), exist_ok=True)
+        self.hub = None
+        self.hub_log = os.path.join(self.out, "hub.log")
+        self.hub_ctl = "/run/kk-hub.ctl"
+        self.hub_ready = "/run/kk-hub.ready"
+        self.only = set(args.only.split(",")) if args.only else None
+        self.timing = {}
+
+    # --- setup -------------------------------------------------------------------------------
+
+    def modprobe(self):
+        t = time.monotonic()
+        addrs = ",".join(f"0x{c.addr:02x}" for c in D.CHIPS)
+        subprocess.run(["modprobe", "i2c-stub", f"chip_addr={addrs}"], check=True)
+        subprocess.run(["modprobe", "-a"] + D.MODULES, check=True)
+        self.timing["modprobe"] = time.monotonic() - t
+
+    def bind_chips(self):
+        t = time.monotonic()
+        self.busno = D.stub_bus()
+        self.bus = D.SMBus(self.busno)
+        for c in D.CHIPS:
+            D.preset(self.bus, c)
+            D.bind(self.busno, c)
+        self.timing["bind"] = time.monotonic() - t
+
+    def start_hub(self):
+        if not os.path.exists(self.hub_ctl):
+            os.mkfifo(self.hub_ctl)
+        self.hub = subprocess.Popen([sys.executable, os.path.join(HERE, "uhid_hub.py"), "--log", self.hub_log,
+                                     "--control", self.hub_ctl, "--ready", self.hub_ready, "--interval", "20"],
+                                    stdout=open(os.path.join(self.out, "hub.out"), "w"), stderr=subprocess.STDOUT)
+        self.ctl = os.open(self.hub_ctl, os.O_WRONLY)
+
+    def hub_cmd(self, cmd):
+        os.write(self.ctl, (cmd + "\n").encode())
+
+    def hub_events(self, since_ns=0, sensor=None, ev="input"):
+        out = []
+        with open(self.hub_log) as f:
+            for line in f:
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if e.get("mono_ns", 0) >= since_ns and (ev is None or e.get("ev") == ev) and \
+                        (sensor is None or e.get("sensor") == sensor):
+                    out.append(e)
+        return out
+
+    def refresh(self):
+        self.dev = kk.devices()
+        return self.dev
+
+    def setup(self):
+        t0 = time.monotonic()
+        self.modprobe()
+        self.start_hub()
+        self.bind_chips()
+        want = list(D.EXPECTED_SENSORS)
+        self.refresh()
+        self.dev = kk.wait_devices(want, timeout=60)
+        self.timing["setup"] = time.monotonic() - t0
+        log(f"devices: {self.dev}; setup {self.timing}")
+        subprocess.run(["useradd", "-M", "-d", "/tmp", "-s", "/bin/sh", USER], check=False)
+        self.initial = {n: kk.writable_attributes(i) for n, i in self.dev.items()}
+        with open(os.path.join(self.out, "kernel", "initial-attributes.json"), "w") as f:
+            json.dump(self.initial, f, indent=1, sort_keys=True)
+
+    def wanted(self, case):
+        return self.only is None or case in self.only
+
+    def test(self, case, device):
+        return kk.test(self.results, case, device)
+
+    # --- what a sensor must read -------------------------------------------------------------
+
+    def check_reading(self, name, r, si=False):
+        """A reading (JSON object) of device `name` equals the device's own sysfs values now."""
+        dev = self.dev[name]
+        kind = r["sensor"]
+        exp = kk.expected(dev, kind, si=si)
+        got = [r["x"], r["y"], r["z"]]
+        check(kk.close(got, exp), f"{kind} of {name}: printed {got}, sysfs gives {exp} "
+                                  f"(raw {kk.raws(dev, kind)})")
+
+    # --- the cases ---------------------------------------------------------------------------
+
+    def t_presets(self):
+        for c in D.CHIPS:
+            for name, types in c.sensors.items():
+                @self.test("presets", name)
+                def _():
+                    dev = self.dev[name]
+                    seen = []
+                    for t, xyz in types.items():
+                        kind = {"accel": "accelerometer", "anglvel": "gyroscope", "magn": "magnetometer"}[t]
+                        got = kk.raws(dev, kind)
+                        check(got == list(xyz), f"{t} raw {got}, preset {list(xyz)}")
+                        seen += got
+                    check(len(set(seen)) == len(seen) and 0 not in seen, f"raw values not distinct/non-zero: {seen}")
+                    return f"raw {seen}"
+
+    def t_list(self):
+        @self.test("list", "all")
+        def _():
+            r = self.tools.run(["--list"])
+            check(r.rc == 0, r.describe())
+            for name, ident in self.dev.items():
+                line = [l for l in r.out.splitlines() if l.split()[:1] == [ident]]
+                check(line, f"--list has no line for {ident} ({name}):\n{r.out}")
+                for s in D.EXPECTED_SENSORS[name]:
+                    check(s in line[0], f"--list line of {name} lacks {s}: {line[0]}")
+            with open(os.path.join(self.out, "kernel", "list.txt"), "w") as f:
+                f.write(r.out)
+            return f"{len(self.dev)} devices"
+
+        @self.test("list-json", "all")
+        def _():
+            r = self.tools.run(["--list", "--json"])
+            check(r.rc == 0, r.describe())
+            arr = json.loads(r.out)
+            by_id = {d["id"]: d for d in arr}
+            for name, ident in self.dev.items():
+                check(ident in by_id, f"--list --json lacks {ident} ({name})")
+                d = by_id[ident]
+                check(d["name"] == name, f"{ident}: name {d['name']!r}, sysfs {name!r}")
+                check(sorted(d["sensors"]) == sorted(D.EXPECTED_SENSORS[name]),
+                      f"{name}: sensors {d['sensors']}, expected {D.EXPECTED_SENSORS[name]}")
+                for kind, m in (d.get("mount_matrix") or {}).items():
+                    _, own = kk.mount_matrix(ident, f"in_{kk.KIND_PREFIX[kind]}")
+                    check(kk.close(sum(m, []), sum(own, [])), f"{name} {kind} mount matrix {m}, sysfs {own}")
+            with open(os.path.join(self.out, "kernel", "list.json"), "w") as f:
+                f.write(r.out)
+            return f"{len(arr)} devices: " + ", ".join(f"{d['name']}={'+'.join(d['sensors'])}"
+                                                        f"{'(buffered)' if d.get('buffered') else ''}" for d in arr)
+
+    def t_once(self):
+        self.hub_cmd("hold")
+        once = {}
+        for name in D.EXPECTED_SENSORS:
+            @self.test("once", name)
+            def _():
+                r = self.tools.run(["--once", "--json", "--device", self.dev[name]])
+                check(r.rc == 0, r.describe())
+                got = {x["sensor"]: x for x in r.readings()}
+                check(sorted(got) == sorted(D.EXPECTED_SENSORS[name]), f"sensors printed {sorted(got)}: {r.out}")
+                for x in got.values():
+                    check(x["device"] == self.dev[name], f"device {x['device']}")
+                    self.check_reading(name, x)
+                rs = self.tools.run(["--once", "--json", "--si", "--device", self.dev[name]])
+                check(rs.rc == 0, rs.describe())
+                for x in rs.readings():
+                    self.check_reading(name, x, si=True)
+                once[name] = {"out": r.out, "raw": {k: kk.raws(self.dev[name], k) for k in got},
+                              "notes": r.notes}
+                mfile, _ = kk.mount_matrix(self.dev[name], "in_" + kk.KIND_PREFIX[next(iter(got))])
+                return f"exact (matrix from {mfile or 'none: identity'}); notes {len(r.notes)}"
+        with open(os.path.join(self.out, "kernel", "once.json"), "w") as f:
+            json.dump(once, f, indent=1)
+
+    def t_follow(self):
+        for c in D.CHIPS:
+            for name in c.sensors:
+                @self.test("once-follows", name)
+                def _():
+                    D.write_regs(self.bus, c, c.data_writes(c.changed))
+                    try:
+                        r = self.tools.run(["--once", "--json", "--device", self.dev[name]])
+                        check(r.rc == 0, r.describe())
+                        for x in r.readings():
+                            want = list(c.changed[name][kk.KIND_PREFIX[x["sensor"]]])
+                            check(kk.raws(self.dev[name], x["sensor"]) == want, f"raw did not change to {want}")
+                            self.check_reading(name, x)
+                    finally:
+                        D.write_regs(self.bus, c, c.data_writes())
+                    return "new register values read"
+
+    def stream_mode(self, r):
+        """sensor -> 'buffered'|'polled' from motion-monitor -v."""
+        modes = {}
+        for l in r.err.splitlines():
+            m = re.match(r"^(accelerometer|gyroscope|magnetometer): .*?\b(buffered|polled)\b", l)
+            if m:
+                modes[m.group(1)] = m.group(2)
+        return modes
+
+    def t_default_stream(self):
+        self.hub_cmd("hold")
+        for name in D.EXPECTED_SENSORS:
+            @self.test("default-stream", name)
+            def _():
+                r = self.tools.run(["--json", "-v", "--duration", "2.5", "--device", self.dev[name]], timeout=40)
+                check(r.rc == 0, r.describe())
+                for s in D.EXPECTED_SENSORS[name]:
+                    rows = r.readings(s)
+                    # st_lsm6dsx sleeps 3-4 sample periods per raw read (80 ms at 12.5 Hz): ~1 reading/s
+                    check(len(rows) >= 2, f"{len(rows)} {s} readings in 2.5 s: {r.describe()}")
+                    for x in rows:
+                        self.check_reading(name, x)
+                modes = self.stream_mode(r)
+                check(len(r.notes) <= 1, f"{len(r.notes)} notes: {r.notes}")
+                return f"{modes}; notes: {r.notes}"
+
+        @self.test("default-stream", "all")
+        def _():
+            r = self.tools.run(["--json", "-v", "--duration", "2.5"], timeout=40)
+            check(r.rc == 0, r.describe())
+            got = sorted({x["sensor"] for x in r.readings()})
+            return f"sensors {got}; {self.stream_mode(r)}; notes {r.notes}"
+
+    def match_hub(self, name, rows, t_start_ns, duration, kernel_ts=True):
+        """Rows (sensor readings) against the hub's reports: a contiguous run of them, from the
+        first report after the capture started, each exact, with the kernel's timestamp."""
+        dev = self.dev[name]
+        kind = D.EXPECTED_SENSORS[name][0]
+        sent = self.hub_events(t_start_ns, HUB_SENSOR[name])
+        check(sent, "the hub sent no report")
+        check(rows, "no rows")
+
+        def value(e):
+            return kk.expected(dev, kind, raws=e["raw"])
+
+        k = next((i for i, e in enumerate(sent) if kk.close(value(e), rows[0][:3])), None)
+        check(k is not None, f"first row {rows[0]} matches no report sent since the start")
+        skipped = [e for e in sent[:k] if e["how"] == "push"]
+        for i, row in enumerate(rows):
+            check(k + i < len(sent), f"row {i} {row} after the last report sent")
+            e = sent[k + i]
+            check(kk.close(value(e), row[:3]),
+                  f"row {i}: {row[:3]} but report {k + i} ({e['how']} seq {e['seq']}) was {value(e)} "
+                  f"(lost or repeated reports)")
+            if kernel_ts and len(row) > 3 and e["how"] == "push":
+                t0, t1 = e["t0_ns"] / 1e9, e["t1_ns"] / 1e9
+                check(t0 - 0.002 <= row[3] <= t1 + 0.002,
+                      f"row {i} timestamp {row[3]:.9f} not within the report's write [{t0:.9f}, {t1:.9f}]")
+        last = sent[k + len(rows) - 1]
+        return k, skipped, last, sent
+
+    def hub_rows_json(self, r, kind):
+        return [[x["x"], x["y"], x["z"], x["timestamp"]] for x in r.readings(kind)]
+
+    def wait_suspended(self, name, timeout=8):
+        """Waits until the HID sensor's platform device is runtime-suspended (no reports flow), so
+        that the next capture's first report is the first one after it started."""
+        p = os.path.realpath(f"{kk.IIO}/{self.dev[name]}/..") + "/power/runtime_status"
+        deadline = time.monotonic() + timeout
+        while kk.read(p, "") not in ("suspended", "unsupported", "") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return kk.read(p, "?")
+
+    def t_every_sample(self):
+        for name in D.EXPECTED_SENSORS:
+            if name in HID_NAMES:
+                continue
+
+            @self.test("every-sample", name)
+            def _():
+                r = self.tools.run(["--json", "-v", "--interval", "0", "--duration", "2", "--device",
+                                    self.dev[name]], timeout=40)
+                check(r.rc == 0, r.describe())
+                for s in D.EXPECTED_SENSORS[name]:
+                    rows = r.readings(s)
+                    check(len(rows) >= 2, f"{len(rows)} {s} readings")
+                    ts = [x["timestamp"] for x in rows]
+                    check(all(b > a for a, b in zip(ts, ts[1:])), f"{s} timestamps not increasing")
+                    for x in rows:
+                        self.check_reading(name, x)
+                return f"{self.stream_mode(r)}, {len(r.readings())} readings, notes {r.notes}"
+
+        self.hub_cmd("vary")
+        for name in HID_NAMES:
+            kind = D.EXPECTED_SENSORS[name][0]
+
+            @self.test("every-sample", name)
+            def _():
+                st = self.wait_suspended(name)
+                t = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+                r = self.tools.run(["--json", "-v", "--interval", "0", "--duration", "3", "--device",
+                                    self.dev[name]], timeout=40)
+                check(r.rc == 0, r.describe())
+                rows = self.hub_rows_json(r, kind)
+                k, skipped, last, sent = self.match_hub(name, rows, t, 3, kernel_ts=(name != "magn_3d"))
+                check(not skipped, f"{len(skipped)} reports pushed after the start (device {st}) never arrived: "
+                                   f"seq {[e['seq'] for e in skipped][:10]}")
+                return f"{len(rows)} rows = reports {k}..{k + len(rows) - 1} of {len(sent)} sent, in order, exact; " \
+                       f"{self.stream_mode(r)}"
+
+            @self.test("every-sample-csv", name)
+            def _():
+                self.wait_suspended(name)
+                path = f"/tmp/kk-{name}.csv"
+                if os.path.exists(path):
+                    os.unlink(path)
+                t = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+                r = self.tools.run(["--csv", path, "--quiet", "--duration", "3", "--device", self.dev[name]],
+                                   timeout=40)
+                check(r.rc == 0, r.describe())
+                text = open(path).read()
+                lines = text.splitlines()
+                check(lines and lines[0] == "timestamp,sensor,device,x,y,z", f"header {lines[:1]}")
+                check(text.endswith("\n"), "last row not whole")
+                bad = [l for l in lines[1:] if not CSV_ROW.match(l)]
+                check(not bad, f"rows not whole: {bad[:3]}")
+                rows = [[float(v) for v in l.split(",")[3:6]] + [float(l.split(",")[0])] for l in lines[1:]]
+                k, skipped, last, sent = self.match_hub(name, rows, t, 3, kernel_ts=(name != "magn_3d"))
+                check(not skipped, f"{len(skipped)} reports pushed after the start never arrived")
+                return f"{len(rows)} rows = reports {k}..{k + len(rows) - 1}, in order, exact, kernel timestamps"
+
+    # --- main --------------------------------------------------------------------------------
+
+    def run(self):
+        self.setup()
+        for case, fn in [("presets", self.t_presets), ("list", self.t_list), ("once", self.t_once),
+                         ("once-follows", self.t_follow), ("default-stream", self.t_default_stream),
+                         ("every-sample", self.t_every_sample)]:
+            if self.wanted(case):
+                t = time.monotonic()
+                fn()
+                self.timing[case] = round(time.monotonic() - t, 1)
+                log(f"{case} done in {self.timing[case]} s")
+        with open(os.path.join(self.out, "timing.json"), "w") as f:
+            json.dump(self.timing, f, indent=1)
+        if self.hub:
+            self.hub_cmd("quit")
+            try:
+                self.hub.wait(5)
+            except subprocess.TimeoutExpired:
+                self.hub.kill()
+        c = self.results.counts
+        print(f"guest: {c['pass']} passed, {c['fail']} failed, {c['skip']} skipped", flush=True)
+        return 1 if c["fail"] else 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--build", default=".build/debug")
+    ap.add_argument("--only")
+    args = ap.parse_args()
+    sys.exit(Guest(args).run())
+
+
+if __name__ == "__main__":
+    main()
