@@ -356,13 +356,220 @@ class Guest:
                 check(not skipped, f"{len(skipped)} reports pushed after the start never arrived")
                 return f"{len(rows)} rows = reports {k}..{k + len(rows) - 1}, in order, exact, kernel timestamps"
 
+    # --- unplug -------------------------------------------------------------------------------
+
+    def check_csv(self, path):
+        text = open(path).read() if os.path.exists(path) else ""
+        lines = text.splitlines()
+        check(lines and lines[0] == "timestamp,sensor,device,x,y,z", f"header {lines[:1]}")
+        check(text.endswith("\n"), f"last row not whole: {lines[-1]!r}")
+        bad = [l for l in lines[1:] if not CSV_ROW.match(l)]
+        check(not bad, f"rows not whole: {bad[:3]}")
+        return [l.split(",") for l in lines[1:]]
+
+    def t_unplug(self):
+        # Every device at once: motion-monitor logging each, then the devices go away mid-log.
+        self.hub_cmd("vary")
+        procs = {}
+        expect = {}
+        for name in D.EXPECTED_SENSORS:
+            path = f"/tmp/kk-unplug-{name}.csv"
+            if os.path.exists(path):
+                os.unlink(path)
+            if name not in HID_NAMES:
+                expect[name] = {k: kk.expected(self.dev[name], k) for k in D.EXPECTED_SENSORS[name]}
+            procs[name] = (self.tools.start(["--csv", path, "--quiet", "--interval", "0", "--device",
+                                             self.dev[name]]), path)
+        t_start = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        time.sleep(4)
+        t_unplug = time.monotonic()
+        self.hub_cmd("unplug")
+        for c in D.CHIPS:
+            D.unbind(self.busno, c)
+        runs = {n: kk.Tools.finish(p, timeout=20) for n, (p, _) in procs.items()}
+        for name, (p, path) in procs.items():
+            @self.test("unplug", name)
+            def _():
+                r = runs[name]
+                check(r.rc == 74, f"exit {r.rc}, not 74: {r.describe()}")
+                rows = self.check_csv(path)
+                check(rows, f"no rows before the unplug: {r.describe()}")
+                if name in HID_NAMES:
+                    vals = [[float(v) for v in row[3:6]] + [float(row[0])] for row in rows]
+                    k, skipped, last, sent = self.match_hub(name, vals, t_start, 4, kernel_ts=(name != "magn_3d"))
+                    return f"exit 74 {r.seconds - 4:.1f} s after the unplug; {len(rows)} whole rows = reports {k}..{k + len(rows) - 1}"
+                for row in rows:
+                    want = expect[name][row[1]]
+                    check(kk.close([float(v) for v in row[3:6]], want), f"row {row} != {want}")
+                return f"exit 74; {len(rows)} whole rows, exact"
+        # Back again (new device numbers).
+        for c in D.CHIPS:
+            D.bind(self.busno, c)
+        self.hub_cmd("plug")
+        self.dev = kk.wait_devices(list(D.EXPECTED_SENSORS), timeout=60)
+        log(f"re-plugged: {self.dev}")
+
+    # --- leave the device as found -------------------------------------------------------------
+
+    def t_left_as_found(self):
+        self.hub_cmd("hold")
+        for name in D.EXPECTED_SENSORS:
+            @self.test("left-as-found", name)
+            def _():
+                dev = self.dev[name]
+                changed = []
+                endings = []
+                for ending in ("normal", "error", "SIGINT", "SIGTERM"):
+                    before = kk.writable_attributes(dev)
+                    if ending == "normal":
+                        r = self.tools.run(["--interval", "0", "--quiet", "--csv", "/tmp/kk-laf.csv", "--force",
+                                            "--duration", "1.5", "--device", dev], timeout=40)
+                        ok = r.rc == 0
+                    elif ending == "error":
+                        r = self.tools.run(["--interval", "0", "--quiet", "--csv", "/dev/full", "--force",
+                                            "--duration", "5", "--device", dev], timeout=40)
+                        ok = r.rc == 74
+                    else:
+                        p = self.tools.start(["--interval", "0", "--json", "--device", dev])
+                        time.sleep(2.0)
+                        p.send_signal(signal.SIGINT if ending == "SIGINT" else signal.SIGTERM)
+                        r = kk.Tools.finish(p, timeout=20)
+                        ok = r.rc == 0
+                    after = kk.writable_attributes(dev)
+                    d = kk.diff_attributes(before, after)
+                    endings.append(f"{ending}: exit {r.rc}")
+                    if d:
+                        changed.append(f"after {ending} end (exit {r.rc}): " + "; ".join(d))
+                    if not ok:
+                        changed.append(f"{ending} end: unexpected exit {r.rc}: {r.describe()}")
+                check(not changed, " || ".join(changed))
+                return ", ".join(endings) + f"; {len(before)} writable attributes unchanged"
+
+    # --- as a normal user ----------------------------------------------------------------------
+
+    def has_buffer(self, name):
+        return os.path.isdir(f"{kk.IIO}/{self.dev[name]}/buffer") and os.path.exists(f"/dev/{self.dev[name]}")
+
+    def t_non_root(self, udev=False):
+        self.hub_cmd("hold")
+        case = "non-root-udev" if udev else "non-root"
+        for name in D.EXPECTED_SENSORS:
+            @self.test(case, name)
+            def _():
+                dev = self.dev[name]
+                node = f"/dev/{dev}"
+                perm = (oct(os.stat(node).st_mode & 0o777), os.stat(node).st_gid) if os.path.exists(node) else None
+                o = self.tools.run(["--once", "--json", "--device", dev], user=USER)
+                check(o.rc == 0, f"--once as {USER}: {o.describe()}")
+                for x in o.readings():
+                    self.check_reading(name, x)
+                check(len(o.notes) <= 1, f"--once: {len(o.notes)} notes {o.notes}")
+                s = self.tools.run(["--json", "-v", "--duration", "2.5", "--device", dev], user=USER, timeout=40)
+                check(s.rc == 0, f"stream as {USER}: {s.describe()}")
+                for k in D.EXPECTED_SENSORS[name]:
+                    check(s.readings(k), f"no {k} readings as {USER}: {s.describe()}")
+                    for x in s.readings(k):
+                        self.check_reading(name, x)
+                modes = self.stream_mode(s)
+                if udev and name in HID_NAMES:
+                    check(set(modes.values()) == {"buffered"}, f"not buffered with the udev rule: {modes}; {s.notes}")
+                    check(not s.notes, f"notes while buffered: {s.notes}")
+                elif not udev and self.has_buffer(name):
+                    check(len(s.notes) == 1, f"{len(s.notes)} notes (want one): {s.notes}")
+                else:
+                    check(len(s.notes) <= 1, f"{len(s.notes)} notes: {s.notes}")
+                return f"node {perm}; once notes {o.notes}; stream {modes}, notes {s.notes}"
+
+    def start_udev(self):
+        t = time.monotonic()
+        subprocess.run(["/lib/systemd/systemd-udevd", "--daemon"], check=True)
+        r = subprocess.run([os.path.join(REPO, "scripts", "install-udev"), "--user", USER],
+                           capture_output=True, text=True, timeout=120)
+        log(f"install-udev: exit {r.returncode}: {r.stdout.strip()} {r.stderr.strip()}")
+        subprocess.run(["udevadm", "settle", "--timeout=30"], check=False)
+        self.timing["udev"] = round(time.monotonic() - t, 1)
+        return r
+
+    def t_udev(self):
+        @self.test("udev-rule", "all")
+        def _():
+            r = self.start_udev()
+            check(r.returncode == 0, f"install-udev exit {r.returncode}: {r.stderr}")
+            bad = []
+            for name, dev in self.dev.items():
+                node = f"/dev/{dev}"
+                if os.path.exists(node):
+                    st = os.stat(node)
+                    import grp
+                    g = grp.getgrgid(st.st_gid).gr_name
+                    if g != "iio" or st.st_mode & 0o777 != 0o660:
+                        bad.append(f"{node} {g} {oct(st.st_mode & 0o777)}")
+            check(not bad, f"nodes not root:iio 0660 after the rule: {bad}")
+            return "systemd-udevd applied udev/99-iio-motion.rules: nodes root:iio 0660"
+        self.t_non_root(udev=True)
+
+    # --- another reader --------------------------------------------------------------------------
+
+    def t_busy(self):
+        self.hub_cmd("hold")
+        for name in D.EXPECTED_SENSORS:
+            if not os.path.exists(f"/dev/{self.dev[name]}"):
+                continue
+
+            @self.test("busy", name)
+            def _():
+                dev = self.dev[name]
+                streams = name in HID_NAMES
+                holder = None
+                if streams or name == "bma255":
+                    out = f"/tmp/kk-readdev-{name}.bin"
+                    holder = subprocess.Popen(["iio_readdev", "-b", "4", "-T", "0", name],
+                                              stdout=open(out, "wb"), stderr=open(out + ".err", "w+b"))
+                    time.sleep(2.0)
+                    if holder.poll() is not None:
+                        check(False, f"iio_readdev ended: {open(out + '.err', errors='replace').read()[-300:]}")
+                    size0 = os.path.getsize(out)
+                else:
+                    holder = subprocess.Popen([sys.executable, "-c",
+                                               f"import os,time; fd=os.open('/dev/{dev}', os.O_RDONLY); time.sleep(120)"])
+                    time.sleep(0.5)
+                try:
+                    o = self.tools.run(["--once", "--json", "--device", dev])
+                    check(o.rc == 0, f"--once while busy: {o.describe()}")
+                    for x in o.readings():
+                        self.check_reading(name, x)
+                    s = self.tools.run(["--json", "-v", "--duration", "2.5", "--device", dev], timeout=40)
+                    check(s.rc == 0, f"stream while busy: {s.describe()}")
+                    for k in D.EXPECTED_SENSORS[name]:
+                        check(s.readings(k), f"no {k} readings while busy: {s.describe()}")
+                        for x in s.readings(k):
+                            self.check_reading(name, x)
+                    modes = self.stream_mode(s)
+                    check(set(modes.values()) <= {"polled"}, f"modes while another program holds it: {modes}")
+                    check(len(s.notes) == 1, f"{len(s.notes)} notes (want one): {s.notes}")
+                    if streams:
+                        time.sleep(0.5)
+                        size1 = os.path.getsize(out)
+                        check(holder.poll() is None, "iio_readdev ended while motion-monitor ran")
+                        check(size1 > size0, f"iio_readdev received nothing while motion-monitor ran ({size0} -> {size1} bytes)")
+                        return f"polled with one note ({s.notes[0][:120]}); iio_readdev went on ({size0} -> {size1} bytes)"
+                    return f"polled with one note ({s.notes[0][:120]})"
+                finally:
+                    holder.terminate()
+                    try:
+                        holder.wait(5)
+                    except subprocess.TimeoutExpired:
+                        holder.kill()
+
     # --- main --------------------------------------------------------------------------------
 
     def run(self):
         self.setup()
         for case, fn in [("presets", self.t_presets), ("list", self.t_list), ("once", self.t_once),
                          ("once-follows", self.t_follow), ("default-stream", self.t_default_stream),
-                         ("every-sample", self.t_every_sample)]:
+                         ("every-sample", self.t_every_sample), ("busy", self.t_busy),
+                         ("left-as-found", self.t_left_as_found), ("non-root", self.t_non_root),
+                         ("unplug", self.t_unplug), ("udev", self.t_udev)]:
             if self.wanted(case):
                 t = time.monotonic()
                 fn()
