@@ -2,6 +2,7 @@
 recording results."""
 import json
 import math
+import threading
 import os
 import signal
 import subprocess
@@ -231,14 +232,16 @@ class Results:
         self.path = path
         self.f = open(path, "a", buffering=1)
         self.counts = {"pass": 0, "fail": 0, "skip": 0}
+        self.lock = threading.Lock()
 
     def record(self, case, device, status, detail="", seconds=0.0, finding=None):
         rec = {"case": case, "device": device, "status": status, "detail": detail, "seconds": round(seconds, 2)}
         if finding:
             rec["finding"] = finding
-        self.f.write(json.dumps(rec) + "\n")
-        self.counts[status] += 1
-        print(f"{status.upper():4}  {case:<16} {device:<14} {seconds:5.1f}s  {detail[:300]}", flush=True)
+        with self.lock:
+            self.f.write(json.dumps(rec) + "\n")
+            self.counts[status] += 1
+            print(f"{status.upper():4}  {case:<16} {device:<14} {seconds:5.1f}s  {detail[:300]}", flush=True)
 
 
 class Check(Exception):
@@ -250,9 +253,20 @@ def check(cond, msg):
         raise Check(msg)
 
 
-def test(results, case, device):
-    """Decorator-like runner: results.record after calling fn(); Check -> fail; other errors too."""
+def test(results, case, device, pending=None):
+    """Decorator-like runner: results.record after calling fn(); Check -> fail; other errors too.
+    With `pending` (a list) the test is queued there instead, to run later (in parallel)."""
     def deco(fn):
+        if pending is not None:
+            pending.append((device, lambda: run_test(results, case, device, fn)))
+            return fn
+        run_test(results, case, device, fn)
+        return fn
+    return deco
+
+
+def run_test(results, case, device, fn):
+    if True:
         t = time.monotonic()
         try:
             out = fn()
@@ -263,8 +277,6 @@ def test(results, case, device):
         except Exception as e:          # a broken test is a failing test
             results.record(case, device, "fail", f"{type(e).__name__}: {e} :: "
                            + traceback.format_exc().strip().splitlines()[-3].strip(), time.monotonic() - t)
-        return fn
-    return deco
 
 
 def send_signal_later(p, sig, after):
