@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <pthread.h>
 
@@ -33,6 +34,61 @@ ssize_t iioshim_device_attr_write(const iioshim_context *ctx, unsigned int dev, 
 	if (!name)
 		return -ENOENT;
 	return IIOSHIM_NO_SIGPIPE(ssize_t, iio_device_attr_write(d, name, value));
+}
+
+/* In C because the files a capture must put back (scan_elements/in_accel_x_en, buffer/length,
+ * trigger/current_trigger) are not listed attributes: libiio's device-attribute calls take any path
+ * relative to the device folder (locally, and through iiod), which is how libiio itself reaches
+ * them. An empty file (the kernel's current_trigger with none set) reads as "" here. */
+ssize_t iioshim_device_path_read(const iioshim_context *ctx, unsigned int dev, const char *path,
+				 char *dst, size_t len)
+{
+	const struct iio_device *d = device_at(ctx, dev);
+	ssize_t ret;
+
+	if (len)
+		dst[0] = '\0';
+	if (!d || len == 0)
+		return -EINVAL;
+	ret = IIOSHIM_NO_SIGPIPE(ssize_t, iio_device_attr_read(d, path, dst, len));
+	if (ret == -EIO) {
+		/* libiio's local backend: a file of 0 bytes. Tell it from a failing read by reading the
+		 * file ourselves (locally only; over the network the error stands). */
+		const char *name = iio_context_get_name(iio_device_get_context(d));
+		char full[512];
+		struct stat st;
+		if (name && strcmp(name, "local") == 0) {
+			snprintf(full, sizeof(full), "/sys/bus/iio/devices/%s/%s", iio_device_get_id(d), path);
+			if (stat(full, &st) == 0 && S_ISREG(st.st_mode)) {
+				int fd = open(full, O_RDONLY | O_CLOEXEC);
+				if (fd >= 0) {
+					char c;
+					ssize_t n = read(fd, &c, 1);
+					close(fd);
+					if (n == 0)
+						return 0;
+				}
+			}
+		}
+		return ret;
+	}
+	if (ret < 0)
+		return ret;
+	if ((size_t) ret >= len)
+		ret = (ssize_t) len - 1;
+	dst[ret] = '\0';
+	return (ssize_t) strlen(dst);
+}
+
+/* The write counterpart of iioshim_device_path_read. */
+ssize_t iioshim_device_path_write(const iioshim_context *ctx, unsigned int dev, const char *path,
+				  const char *value)
+{
+	const struct iio_device *d = device_at(ctx, dev);
+
+	if (!d)
+		return -EINVAL;
+	return IIOSHIM_NO_SIGPIPE(ssize_t, iio_device_attr_write(d, path, value));
 }
 
 /* In C to keep channel pointers out of Swift. */
@@ -113,7 +169,7 @@ static int node_held_elsewhere(const iioshim_context *ctx, const struct iio_devi
  * channel objects, and the failure is reported through the thread-local errno. */
 iioshim_buffer *iioshim_buffer_create(const iioshim_context *ctx, unsigned int dev,
 				      const unsigned int *channels, size_t count, size_t samples,
-				      int *error)
+				      unsigned int kernel_buffers, int *error)
 {
 	struct iio_device *d = device_at(ctx, dev);
 	struct iio_buffer *buf;
@@ -137,6 +193,14 @@ iioshim_buffer *iioshim_buffer_create(const iioshim_context *ctx, unsigned int d
 	if (node_held_elsewhere(ctx, d)) {
 		*error = -EBUSY;
 		return NULL;
+	}
+	/* Without mmap (mainline kernels) libiio makes buffer/length this many times `samples`. */
+	if (kernel_buffers) {
+		int r = iio_device_set_kernel_buffers_count(d, kernel_buffers);
+		if (r < 0) {
+			*error = r;
+			return NULL;
+		}
 	}
 	errno = 0;
 	buf = IIOSHIM_NO_SIGPIPE(struct iio_buffer *, iio_device_create_buffer(d, samples, false));

@@ -182,8 +182,9 @@ ssize_t iioshim_device_read_file(const iioshim_context *ctx, unsigned int dev,
 
 /* In C because iio_device_get_trigger returns a device pointer through an out-parameter, and its
  * error cases need translating: -ENOENT (no trigger/ directory) is passed on; success with a NULL
- * trigger means none is set (empty name); -ENXIO means current_trigger names a trigger that is not
- * in the context, in which case the raw file is read so the caller still learns the name. */
+ * trigger, or -EIO (the kernel's empty file), means none is set (empty name); -ENXIO means
+ * current_trigger names a trigger that is not in the context, in which case the raw file is read
+ * so the caller still learns the name. */
 int iioshim_device_trigger_name(const iioshim_context *ctx, unsigned int dev, char *dst, size_t len)
 {
 	const struct iio_device *d = device_at(ctx, dev);
@@ -196,6 +197,10 @@ int iioshim_device_trigger_name(const iioshim_context *ctx, unsigned int dev, ch
 	if (!d || len == 0)
 		return -EINVAL;
 	ret = IIOSHIM_NO_SIGPIPE(int, iio_device_get_trigger(d, &trig));
+	/* The kernel's current_trigger reads as an EMPTY file (0 bytes, not "\n") when no trigger is
+	 * set, which libiio's local backend reports as -EIO: that is "none set", not an error. */
+	if (ret == -EIO)
+		return 0;
 	if (ret == -ENXIO) {
 		ssize_t n = finish_read(IIOSHIM_NO_SIGPIPE(ssize_t, iio_device_attr_read(d, "trigger/current_trigger", dst, len)),
 					dst, len);

@@ -155,6 +155,17 @@ ssize_t iioshim_channel_attr_write(const iioshim_context *_Nonnull ctx, unsigned
                                    unsigned int chn, const char *_Nonnull attr,
                                    const char *_Nonnull value);
 
+/* Reads the file at `path`, relative to the device's folder (e.g. "scan_elements/in_accel_x_en",
+ * "buffer/length", "trigger/current_trigger"), whether or not libiio lists it as an attribute.
+ * Returns the string length (an empty file: 0) or a negative errno. */
+ssize_t iioshim_device_path_read(const iioshim_context *_Nonnull ctx, unsigned int dev,
+                                 const char *_Nonnull path, char *_Nonnull dst, size_t len);
+
+/* Writes the file at `path`, relative to the device's folder. Returns the bytes written or a
+ * negative errno (the kernel's: EBUSY for buffer/length while the buffer runs, EINVAL, ...). */
+ssize_t iioshim_device_path_write(const iioshim_context *_Nonnull ctx, unsigned int dev,
+                                  const char *_Nonnull path, const char *_Nonnull value);
+
 /* Index of the device whose id is `id` ("iio:device0"), or -ENOENT. */
 int iioshim_device_index(const iioshim_context *_Nonnull ctx, const char *_Nonnull id);
 
@@ -171,12 +182,14 @@ int iioshim_device_set_trigger(const iioshim_context *_Nonnull ctx, unsigned int
 typedef struct iio_buffer iioshim_buffer;
 
 /* Enables exactly the channels listed (indices into device `dev`), disables the others, and creates
- * a blocking buffer of `samples` scans. On failure returns NULL with a negative errno in *error;
+ * a blocking buffer of `samples` scans, with a kernel buffer (buffer/length) of `kernel_buffers` ×
+ * `samples` scans (0: libiio's default, 4). On failure returns NULL with a negative errno in *error;
  * -EBUSY, without touching the device, when another process has its node open (local contexts).
  * Only one buffer may exist per device; the caller's thread owns it from here on. */
 iioshim_buffer *_Nullable iioshim_buffer_create(const iioshim_context *_Nonnull ctx, unsigned int dev,
                                                 const unsigned int *_Nonnull channels, size_t count,
-                                                size_t samples, int *_Nonnull error);
+                                                size_t samples, unsigned int kernel_buffers,
+                                                int *_Nonnull error);
 
 /* Destroys a buffer (the kernel buffer is disabled and the channels with it). */
 void iioshim_buffer_destroy(iioshim_buffer *_Nonnull buf);

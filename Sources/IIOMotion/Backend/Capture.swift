@@ -193,31 +193,59 @@ final class DeviceCapture: Sendable {
             return
         }
         let layout = DeviceLayout(raw: raw, plans: settings.plans)
+        // What the capture may change, as it is now: put back however the capture ends.
+        var saved = DeviceSettings(context: context, device: device, layout: layout,
+                                   frequencyFiles: settings.plans.compactMap(\.info.samplingFrequencyFile))
+        defer {
+            saved.restore(.buffer, context: context, device: device)
+            saved.restore(.frequency, context: context, device: device)
+        }
         var fallback: String?
+        var configure = true
         if settings.preference != .polled {
-            switch prepareBuffer(context: context, device: device, layout: layout) {
+            switch prepareBuffer(context: context, device: device, layout: layout, saved: &saved) {
             case .success(let prepared):
-                reportSetup(.success(prepared.status))
-                streamBuffer(prepared)
-                return
+                switch firstRefill(prepared) {
+                case .success(let first):
+                    reportSetup(.success(prepared.status))
+                    streamBuffer(prepared, first: first)
+                    prepared.buffer.destroy()
+                    return
+                case .failure(.fatal(let error)):
+                    prepared.buffer.destroy()
+                    reportSetup(.failure(error))
+                    return
+                case .failure(.cannotBuffer(let reason, let error, _)):
+                    prepared.buffer.destroy()
+                    saved.restore(.buffer, context: context, device: device)
+                    if settings.preference == .buffered {
+                        reportSetup(.failure(error))
+                        return
+                    }
+                    fallback = reason
+                }
             case .failure(.fatal(let error)):
                 reportSetup(.failure(error))
                 return
-            case .failure(.cannotBuffer(let reason, let error)):
+            case .failure(.cannotBuffer(let reason, let error, let shared)):
+                saved.restore(.buffer, context: context, device: device)
                 if settings.preference == .buffered {
                     reportSetup(.failure(error))
                     return
                 }
                 fallback = reason
+                configure = !shared
             }
         }
-        poll(context: context, device: device, layout: layout, fallback: fallback)
+        poll(context: context, device: device, layout: layout, fallback: fallback, configure: configure, saved: &saved)
     }
 
     /// Why buffered capture cannot start.
     private enum SetupFailure: Error {
-        /// Buffering is impossible here (no scan elements, no permission): polling may do.
-        case cannotBuffer(reason: String, error: MotionError)
+        /// Buffering is impossible here (no scan elements, no trigger, no permission, the buffer
+        /// held elsewhere): polling may do. `shared` when another program streams the device: its
+        /// settings are then that program's, and polling leaves them alone.
+        case cannotBuffer(reason: String, error: MotionError, shared: Bool = false)
         /// Nothing will work.
         case fatal(MotionError)
     }
@@ -228,26 +256,37 @@ final class DeviceCapture: Sendable {
         var decoder: ScanDecoder
         var status: CaptureStatus
         var period: Double
+        /// How long the first refill may take before a device whose trigger is missing is declared
+        /// unable to deliver (nil: the first refill has the usual timeout).
+        var probe: Double?
     }
 
-    private func prepareBuffer(context: IIOContext, device: Int, layout: DeviceLayout) -> Result<Prepared, SetupFailure> {
+    /// The advice every "cannot stream without a trigger" reason ends with.
+    private static let triggerAdvice = "wiring the sensor's interrupt line to the driver, or setting a trigger such as iio-trig-hrtimer in trigger/current_trigger, would enable buffered streaming"
+
+    private func prepareBuffer(context: IIOContext, device: Int, layout: DeviceLayout,
+                               saved: inout DeviceSettings) -> Result<Prepared, SetupFailure> {
         guard layout.canBuffer else {
             let reason = "\(deviceText) has no scan elements for its \(settings.plans.map(\.info.kind.description).joined(separator: " and ")), so it can only be polled (use the polled mode)"
             return .failure(.cannotBuffer(reason: reason, error: MotionError(code: .notAvailable, device: deviceText, detail: reason)))
         }
-        if let problem = ensureTrigger(context: context, device: device, name: layout.deviceName) {
-            return .failure(problem)
+        let trigger: TriggerState
+        switch ensureTrigger(context: context, device: device, name: layout.deviceName, saved: &saved) {
+        case .failure(let problem): return .failure(problem)
+        case .success(let t): trigger = t
         }
-        let rate = configureFrequencies(context: context, device: device, layout: layout)
-        let clockOffset = configureClock(context: context, device: device)
+        let rate = configureFrequencies(context: context, device: device, layout: layout, saved: &saved)
+        let clockOffset = configureClock(context: context, device: device, saved: &saved)
 
         let samples = Self.samplesPerRefill(rate: rate, interval: settings.interval,
                                             everySample: settings.everySample && !settings.timely)
         let fillTime = rate.map { Double(samples) / $0 } ?? 1
         let timeout = settings.timeout ?? max(1.0, 2.5 * fillTime + 0.5)
-        _ = context.setTimeout(milliseconds: UInt32(min(timeout * 1000, Double(UInt32.max)).rounded(.up)))
+        _ = context.setTimeout(milliseconds: Self.milliseconds(timeout))
 
-        switch context.createBuffer(device, channels: layout.bufferChannels, samples: samples) {
+        let kernelBuffers = Self.kernelBuffers(rate: rate, samplesPerRefill: samples, scanBytes: layout.scanBytes)
+        saved.bufferCreated()
+        switch context.createBuffer(device, channels: layout.bufferChannels, samples: samples, kernelBuffers: kernelBuffers) {
         case .failure(let e):
             let error = MotionError.io(e.rawValue, call: "iio_device_create_buffer", device: deviceText, attribute: nil)
             switch e.rawValue {
@@ -258,13 +297,20 @@ final class DeviceCapture: Sendable {
             case EBUSY:
                 return .failure(.cannotBuffer(
                     reason: "the buffer of \(deviceText) is held by another process (iio-sensor-proxy or iiod usually)",
-                    error: error))
+                    error: error, shared: true))
+            case EINVAL where trigger == .missing:
+                // bmi160, mxc4005, kxcjk1013 without an interrupt: a triggered buffer and no trigger.
+                let reason = "\(deviceText) has no trigger and no data-ready interrupt, and the kernel refused to enable its buffer without one (EINVAL); " + Self.triggerAdvice
+                return .failure(.cannotBuffer(reason: reason, error: MotionError(
+                    code: .notAvailable, underlyingErrno: EINVAL, call: "iio_device_create_buffer", device: deviceText,
+                    attribute: "trigger/current_trigger", detail: reason)))
             default:
                 return .failure(.fatal(error))
             }
         case .success(let buffer):
             guard let decoder = ScanDecoder(layout: layout, buffer: buffer, device: device, clockOffset: clockOffset,
                                             units: settings.units) else {
+                buffer.destroy()
                 return .failure(.fatal(MotionError(code: .ioError, device: deviceText,
                                                    detail: "libiio did not enable every channel of \(deviceText)'s buffer")))
             }
@@ -275,52 +321,98 @@ final class DeviceCapture: Sendable {
             if stopping { buffer.cancel() }
             let status = CaptureStatus(mode: .buffered, samplingFrequency: rate, fallbackReason: nil,
                                        samplesPerWakeup: samples, timeout: timeout)
-            return .success(Prepared(buffer: buffer, decoder: decoder, status: status, period: rate.map { 1 / $0 } ?? 0))
+            // A triggered driver without its trigger may enable the buffer in software mode and
+            // never deliver (bmc150_accel without an interrupt): the first refill then gets a few
+            // fill times, well under a second at usual rates, before the device is polled
+            // instead. Devices without trigger support (hardware FIFOs such as st_lsm6dsx, which
+            // have a buffer only with their interrupt wired) are not probed: silence there is a
+            // fault, reported after the usual timeout.
+            let probe = trigger == .missing ? min(timeout, max(0.25, 2 * fillTime + 0.15)) : nil
+            return .success(Prepared(buffer: buffer, decoder: decoder, status: status, period: rate.map { 1 / $0 } ?? 0,
+                                     probe: probe))
         }
+    }
+
+    private static func milliseconds(_ seconds: Double) -> UInt32 {
+        UInt32(min(seconds * 1000, Double(UInt32.max)).rounded(.up))
     }
 
     /// Scans per refill: one update interval's worth, so the thread wakes once per interval.
     ///
-    /// libiio 0.24 sizes the kernel buffer at 4 × this (`buffer/length`, as mmap is not available
-    /// on mainline kernels) and sets the watermark to it, and neither can change while the buffer
-    /// runs; when it is full the kernel drops the newest scans. So when a consumer wants every
-    /// sample and none wants the newest promptly, refills hold at least 50 ms of samples (a 200 ms
-    /// cushion); when a push handler or pull reads want the newest sample, the interval wins
-    /// (interval 0: one scan per refill, for the lowest latency) and batches are that small too.
+    /// The kernel buffer holds far more (see ``kernelBuffers(rate:samplesPerRefill:scanBytes:)``):
+    /// when a consumer wants every sample and none wants the newest promptly, refills hold at
+    /// least 50 ms of samples; when a push handler or pull reads want the newest sample, the
+    /// interval wins (interval 0: one scan per refill, for the lowest latency) and batches are
+    /// that small too.
     static func samplesPerRefill(rate: Double?, interval: Double, everySample: Bool) -> Int {
         guard let rate, rate > 0 else { return 1 }
         let span = everySample ? max(interval, 0.05) : interval
         return Int(min(max(1, (rate * span).rounded(.down)), 65536))
     }
 
+    /// How long a start-up stall (a loaded machine, a slow board, an emulator) the kernel buffer
+    /// rides out without losing a sample, in seconds. A 40 ms buffer lost samples under QEMU.
+    static let kernelBufferSeconds = 2.0
+
+    /// The most memory the kernel buffer may take (bytes of scans).
+    static let kernelBufferBytes = 1 << 20
+
+    /// The kernel buffer (`buffer/length`) as a multiple of the refill, for libiio: at least
+    /// libiio's 4 refills, and ``kernelBufferSeconds`` of samples at `rate`, within
+    /// ``kernelBufferBytes``. The watermark stays one refill, so wake-ups do not change. When
+    /// the buffer is full the kernel drops the newest scans; nothing reports that.
+    static func kernelBuffers(rate: Double?, samplesPerRefill samples: Int, scanBytes: Int) -> Int {
+        let samples = max(1, samples)
+        let cap = max(4, kernelBufferBytes / max(1, scanBytes) / samples)
+        guard let rate, rate > 0, rate.isFinite else { return min(4, cap) }
+        let wanted = Int((rate * kernelBufferSeconds / Double(samples)).rounded(.up))
+        return max(4, min(wanted, cap))
+    }
+
+    /// Whether a device streams on a trigger.
+    private enum TriggerState {
+        /// A trigger is set (the driver's own, a HID sensor's, or one a user set up).
+        case set
+        /// No trigger support (no `trigger/` folder): the buffer is filled by the driver itself
+        /// (a hardware FIFO read on its interrupt).
+        case none
+        /// Trigger support but no trigger set, and none of the device's own exists.
+        case missing
+    }
+
     /// A triggered device needs a current trigger: keep the one set, else set the device's own
-    /// (`<name>-dev<N>` or `<name>-trigger`), else explain which trigger to create.
-    private func ensureTrigger(context: IIOContext, device: Int, name: String?) -> SetupFailure? {
-        guard case .success(let current) = context.triggerName(device) else { return nil }  // no trigger/: not triggered
-        if !current.isEmpty && context.triggerIndex(name: current) != nil { return nil }
+    /// (`<name>-dev<N>` or `<name>-trigger`). A device without one is not refused here: the kernel
+    /// refuses some (EINVAL: bmi160, mxc4005, kxcjk1013 without an interrupt), others enable and
+    /// stay silent (bmc150_accel), and a driver may have a FIFO of its own; what the kernel
+    /// answers, and ``firstRefill(_:)``, tell.
+    private func ensureTrigger(context: IIOContext, device: Int, name: String?,
+                               saved: inout DeviceSettings) -> Result<TriggerState, SetupFailure> {
+        guard case .success(let current) = context.triggerName(device) else { return .success(.none) }  // no trigger/
+        if !current.isEmpty && context.triggerIndex(name: current) != nil { return .success(.set) }
         let number = settings.plans[0].info.deviceID.split(separator: "e").last.map(String.init) ?? "0"
         let candidates = name.map { ["\($0)-dev\(number)", "\($0)-trigger"] } ?? []
         for candidate in candidates {
             guard let t = context.triggerIndex(name: candidate) else { continue }
-            if let e = context.setTrigger(device, trigger: t) {
+            let e = context.setTrigger(device, trigger: t)
+            saved.wrote("trigger/current_trigger", context: context, device: device)
+            if let e {
                 let error = MotionError.io(e.rawValue, call: "iio_device_set_trigger", device: deviceText, attribute: "trigger/current_trigger")
                 if e.rawValue == EACCES || e.rawValue == EPERM {
-                    return .cannotBuffer(reason: "no permission to set the trigger of \(deviceText) (install the udev rules with scripts/install-udev, or run as root)", error: error)
+                    return .failure(.cannotBuffer(reason: "no permission to set the trigger of \(deviceText) (install the udev rules with scripts/install-udev, or run as root)", error: error))
                 }
-                return .fatal(error)
+                return .failure(.fatal(error))
             }
-            return nil
+            return .success(.set)
         }
-        let detail = "\(deviceText) needs a trigger to stream, and none is set"
-            + (candidates.isEmpty ? "" : " (no \(candidates.joined(separator: " or ")) exists)")
-            + ": create one, e.g. `mkdir /sys/kernel/config/iio/triggers/hrtimer/motion0` and write motion0 to trigger/current_trigger"
-        return .cannotBuffer(reason: detail, error: MotionError(code: .notAvailable, device: deviceText, attribute: "trigger/current_trigger", detail: detail))
+        return .success(.missing)
     }
 
     /// Sets each sensor's sampling frequency to the lowest available one at or above what the
     /// interval needs (never below 10 Hz; an explicit rate wins) and reads back what is in force.
     /// Returns the fastest rate in force (one interrupt or FIFO serves every sensor of a device).
-    private func configureFrequencies(context: IIOContext, device: Int, layout: DeviceLayout) -> Double? {
+    /// With `configure` false (another program streams the device) nothing is written.
+    private func configureFrequencies(context: IIOContext, device: Int, layout: DeviceLayout,
+                                      saved: inout DeviceSettings, configure: Bool = true) -> Double? {
         var inForce: [Double] = []
         for (plan, channel) in zip(settings.plans, layout.firstChannels) {
             let info = plan.info
@@ -332,13 +424,15 @@ final class DeviceCapture: Sendable {
                 return (try? text.get()).flatMap { AttributeText.decimal($0) }
             }
             let current = read() ?? info.samplingFrequency
-            if let target = FrequencyChoice.choose(available: info.availableSamplingFrequencies, current: current,
+            if configure,
+               let target = FrequencyChoice.choose(available: info.availableSamplingFrequencies, current: current,
                                                    interval: settings.interval, requested: settings.requestedRate),
                target != current {
                 let text = FrequencyChoice.format(target)
                 _ = file.hasPrefix("in_")
                     ? context.writeChannelAttribute(device, channel: channel, "sampling_frequency", text)
                     : context.writeDeviceAttribute(device, "sampling_frequency", text)
+                saved.wrote(file, context: context, device: device)
             }
             // A frequency no motion sensor runs at (garbage in the file) counts as unknown: refills
             // are then one scan each, which works at any real rate, instead of waiting for a
@@ -349,12 +443,14 @@ final class DeviceCapture: Sendable {
     }
 
     /// Asks for `monotonic` timestamps; returns what to subtract (ns) from the timestamps of the
-    /// clock in force to get `CLOCK_MONOTONIC`.
-    private func configureClock(context: IIOContext, device: Int) -> Int64 {
+    /// clock in force to get `CLOCK_MONOTONIC`. The clock is the device's, shared with every other
+    /// reader: it is put back when the capture ends.
+    private func configureClock(context: IIOContext, device: Int, saved: inout DeviceSettings) -> Int64 {
         guard context.deviceHasAttribute(device, "current_timestamp_clock") else { return 0 }
         var name = (try? context.readDeviceAttribute(device, "current_timestamp_clock").get()).map { AttributeText.trimmed($0) } ?? "monotonic"
         if name != "monotonic" {
             _ = context.writeDeviceAttribute(device, "current_timestamp_clock", "monotonic")
+            saved.wrote("current_timestamp_clock", context: context, device: device)
             name = (try? context.readDeviceAttribute(device, "current_timestamp_clock").get()).map { AttributeText.trimmed($0) } ?? name
         }
         // Over iiod the clocks are the remote board's: its own timeline is kept as it is.
@@ -362,10 +458,30 @@ final class DeviceCapture: Sendable {
         return nanoseconds(clock) - nanoseconds(CLOCK_MONOTONIC)
     }
 
-    /// Refills and decodes until stopped. When a consumer wants every sample, each refill becomes
-    /// one array per sensor (decoded straight into the public type); otherwise only the newest
-    /// scan of a refill is decoded (coalesced and pull consumers see nothing else).
-    private func streamBuffer(_ prepared: Prepared) {
+    /// The first refill of a buffer enabled without its trigger: whether it delivers at all,
+    /// within ``Prepared/probe`` seconds; silence means the device cannot stream (no data-ready
+    /// interrupt), and the caller polls it instead.
+    /// - Returns: the first refill's result, or nil when there is nothing to probe (set-up does
+    ///   not wait for data then: the stream's first refill has the usual timeout).
+    private func firstRefill(_ prepared: Prepared) -> Result<Result<(start: UnsafeRawPointer, bytes: Int, step: Int), Errno>?, SetupFailure> {
+        guard let probe = prepared.probe else { return .success(nil) }
+        let context = prepared.buffer.context
+        _ = context.setTimeout(milliseconds: Self.milliseconds(probe))
+        let result = prepared.buffer.refill()
+        _ = context.setTimeout(milliseconds: Self.milliseconds(prepared.status.timeout))
+        guard case .failure(let e) = result, e.rawValue == ETIMEDOUT, !isStopping else { return .success(result) }
+        let seconds = (probe * 100).rounded() / 100
+        let reason = "\(deviceText) has no trigger and no data-ready interrupt: its buffer enabled but delivered nothing in \(seconds) s; " + Self.triggerAdvice
+        return .failure(.cannotBuffer(reason: reason, error: MotionError(
+            code: .timedOut, underlyingErrno: ETIMEDOUT, call: "iio_buffer_refill", device: deviceText, detail: reason)))
+    }
+
+    /// Refills and decodes until stopped, starting with `first` (the first refill's result, when
+    /// set-up made it). When a
+    /// consumer wants every sample, each refill becomes one array per sensor (decoded straight
+    /// into the public type); otherwise only the newest scan of a refill is decoded (coalesced and
+    /// pull consumers see nothing else).
+    private func streamBuffer(_ prepared: Prepared, first: Result<(start: UnsafeRawPointer, bytes: Int, step: Int), Errno>?) {
         let decoder = prepared.decoder
         let buffer = prepared.buffer
         let everySample = settings.everySample
@@ -377,12 +493,15 @@ final class DeviceCapture: Sendable {
         // batch before the next refill: one spare, the smallest cache footprint.
         var spares = [CaptureBatch](repeating: CaptureBatch(), count: everySample && settings.handsOff ? 3 : 1)
         var next = 0
+        var pending: Result<(start: UnsafeRawPointer, bytes: Int, step: Int), Errno>? = first
         defer {
             times.deallocate()
             state.withLock { $0.buffer = nil }
         }
         while true {
-            switch buffer.refill() {
+            let result = pending ?? buffer.refill()
+            pending = nil
+            switch result {
             case .success(let (start, bytes, step)):
                 let scans = step > 0 ? bytes / step : 0
                 guard scans > 0 else { continue }
@@ -419,10 +538,12 @@ final class DeviceCapture: Sendable {
 
     // MARK: Polled mode
 
-    private func poll(context: IIOContext, device: Int, layout: DeviceLayout, fallback: String?) {
+    private func poll(context: IIOContext, device: Int, layout: DeviceLayout, fallback: String?, configure: Bool,
+                      saved: inout DeviceSettings) {
         // The same frequency rule as buffered capture: drivers at 0 or 1 Hz block sysfs reads for
-        // seconds or answer with stale values. Without permission to write, the rate stays.
-        let rate = configureFrequencies(context: context, device: device, layout: layout)
+        // seconds or answer with stale values. Without permission to write, the rate stays; while
+        // another program streams the device, its rate is that program's and stays too.
+        let rate = configureFrequencies(context: context, device: device, layout: layout, saved: &saved, configure: configure)
             ?? settings.plans.compactMap(\.info.samplingFrequency).filter { $0 > 0 }.max()
         let period = settings.interval > 0 ? settings.interval : max(0.001, 1 / (rate ?? 100))
         reportSetup(.success(CaptureStatus(mode: .polled, samplingFrequency: rate, fallbackReason: fallback,
@@ -488,7 +609,19 @@ struct DeviceLayout: Sendable {
             raw.channels.first { $0.kind == plan.info.kind.rawKind && $0.axis != nil }?.index ?? 0
         }
         timestampChannel = raw.channels.first { $0.kind == .timestamp && $0.scanIndex != nil }?.index
+        scanElementIDs = raw.channels.filter { $0.scanIndex != nil }.map(\.id)
+        let used = scanChannels.flatMap { $0 ?? [] } + (timestampChannel.map { [$0] } ?? [])
+        scanBytes = used.reduce(0) { total, c in
+            let f = formats[c]
+            return total + max(1, (f?.storageBits ?? 64) / 8) * max(1, f?.repeat ?? 1)
+        }
     }
+
+    /// libiio's ids of every scan element of the device (`accel_x`, `timestamp`): destroying a
+    /// buffer writes 0 to all their `_en` files, not only to those of the captured sensors.
+    var scanElementIDs: [String]
+    /// Bytes of one scan of ``bufferChannels`` (an upper bound: each element padded to its size).
+    var scanBytes: Int
 
     var canBuffer: Bool { !scanChannels.isEmpty && scanChannels.allSatisfy { $0 != nil } }
 

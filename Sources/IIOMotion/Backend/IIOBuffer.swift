@@ -1,14 +1,17 @@
 internal import CIIOShim
 internal import Glibc
+import Locking
 
-/// Owns one libiio buffer (`struct iio_buffer *`); `deinit` destroys it, which disables the
-/// kernel buffer and its channels.
+/// Owns one libiio buffer (`struct iio_buffer *`); ``destroy()`` (or `deinit`) destroys it, which
+/// disables the kernel buffer and its channels.
 ///
 /// One capture thread creates, refills and destroys it; any thread may ``cancel()`` it.
-final class IIOBuffer: @unchecked Sendable { // only cancel() is called off the owning thread, and iio_buffer_cancel is libiio's one documented thread-safe call
+final class IIOBuffer: @unchecked Sendable { // refill and destroy run on the owning thread only; cancel, the one call made elsewhere, is libiio's one documented thread-safe call and is serialised with destroy by `destroyed`'s lock
     private let handle: OpaquePointer
     /// Kept so the context outlives its buffer.
     let context: IIOContext
+    /// Set once the buffer is destroyed: a late ``cancel()`` then does nothing.
+    private let destroyed = Locked(false)
 
     init(handle: OpaquePointer, context: IIOContext) {
         self.handle = handle
@@ -16,7 +19,17 @@ final class IIOBuffer: @unchecked Sendable { // only cancel() is called off the 
     }
 
     deinit {
-        iioshim_buffer_destroy(handle)
+        destroy()
+    }
+
+    /// Destroys the buffer now (idempotent; owning thread): the kernel buffer is disabled when this
+    /// returns, so that attributes the kernel refuses to change while it runs (EBUSY) can be put back.
+    func destroy() {
+        destroyed.withLock { done in
+            guard !done else { return }
+            done = true
+            iioshim_buffer_destroy(handle)
+        }
     }
 
     /// Blocks until the buffer is full, the context's timeout passes, or ``cancel()``.
@@ -32,7 +45,9 @@ final class IIOBuffer: @unchecked Sendable { // only cancel() is called off the 
 
     /// Makes a blocked refill return at once (permanently: the buffer must then be destroyed).
     func cancel() {
-        iioshim_buffer_cancel(handle)
+        destroyed.withLock { done in
+            if !done { iioshim_buffer_cancel(handle) }
+        }
     }
 
     /// The byte offset of a channel's element within a scan, by libiio's own layout.
@@ -75,12 +90,32 @@ extension IIOContext {
         return r < 0 ? Errno(-r) : nil
     }
 
-    /// Enables exactly `channels` of `device` and creates a buffer of `samples` scans.
-    func createBuffer(_ device: Int, channels: [Int], samples: Int) -> Result<IIOBuffer, Errno> {
+    /// Reads a file of the device's folder by its path (`buffer/length`,
+    /// `scan_elements/in_accel_x_en`), listed attribute or not; an empty file reads as "".
+    func readDevicePath(_ device: Int, _ path: String) -> Result<String, Errno> {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: Self.attributeBufferSize) { buf in
+            let base = buf.baseAddress!
+            let n = withHandle { iioshim_device_path_read($0, UInt32(device), path, base, buf.count) }
+            if n < 0 { return .failure(Errno(Int32(truncatingIfNeeded: -n))) }
+            return .success(String(cString: base))
+        }
+    }
+
+    /// Writes a file of the device's folder by its path. Returns nil on success, or the errno.
+    func writeDevicePath(_ device: Int, _ path: String, _ value: String) -> Errno? {
+        let r = withHandle { iioshim_device_path_write($0, UInt32(device), path, value) }
+        return r < 0 ? Errno(Int32(truncatingIfNeeded: -r)) : nil
+    }
+
+    /// Enables exactly `channels` of `device` and creates a buffer of `samples` scans per refill,
+    /// with a kernel buffer of `kernelBuffers` × `samples` scans (0: libiio's 4).
+    func createBuffer(_ device: Int, channels: [Int], samples: Int, kernelBuffers: Int = 0) -> Result<IIOBuffer, Errno> {
         var error: Int32 = 0
         let list = channels.map { UInt32($0) }
         let handle = withHandle { ctx in
-            list.withUnsafeBufferPointer { iioshim_buffer_create(ctx, UInt32(device), $0.baseAddress!, $0.count, samples, &error) }
+            list.withUnsafeBufferPointer {
+                iioshim_buffer_create(ctx, UInt32(device), $0.baseAddress!, $0.count, samples, UInt32(clamping: kernelBuffers), &error)
+            }
         }
         guard let handle else { return .failure(Errno(-error)) }
         return .success(IIOBuffer(handle: handle, context: self))
