@@ -465,7 +465,11 @@ class Guest:
                         ok = r.rc == 74
                     else:
                         p = self.tools.start(["--interval", "0", "--json", "--device", dev])
-                        time.sleep(2.0)
+                        # Signal once it streams (its first reading), not while it starts up.
+                        import select
+                        ready, _, _ = select.select([p.stdout], [], [], 30)
+                        first = p.stdout.readline() if ready else ""
+                        time.sleep(0.5)
                         p.send_signal(signal.SIGINT if ending == "SIGINT" else signal.SIGTERM)
                         r = kk.Tools.finish(p, timeout=20)
                         ok = r.rc == 0
