@@ -96,6 +96,23 @@ def expected(dev, kind, si=False, raws=None):
     return v
 
 
+def converter(dev, kind):
+    """expected() for given raw values, with the device's scale, offset and matrix read now (so it
+    still works once the device is gone)."""
+    p = KIND_PREFIX[kind]
+    scale = [float(first_existing(dev, [f"in_{p}_{a}_scale", f"in_{p}_scale"])[1] or 1) for a in "xyz"]
+    offset = [float(first_existing(dev, [f"in_{p}_{a}_offset", f"in_{p}_offset"])[1] or 0) for a in "xyz"]
+    _, m = mount_matrix(dev, f"in_{p}")
+
+    def f(r):
+        v = [(r[i] + offset[i]) * scale[i] for i in range(3)]
+        v = [sum(m[i][c] * v[c] for c in range(3)) for i in range(3)]
+        if kind == "accelerometer":
+            return [0 - x / STANDARD_GRAVITY for x in v]
+        return [x * 100 for x in v] if kind == "magnetometer" else v
+    return f
+
+
 def raws(dev, kind):
     p = KIND_PREFIX[kind]
     return [int(read(f"{IIO}/{dev}/in_{p}_{a}_raw")) for a in "xyz"]

@@ -282,7 +282,7 @@ class Guest:
             got = sorted({x["sensor"] for x in r.readings()})
             return f"sensors {got}; {self.stream_mode(r)}; notes {r.notes}"
 
-    def match_hub(self, name, rows, t_start_ns, duration, kernel_ts=True):
+    def match_hub(self, name, rows, t_start_ns, duration, kernel_ts=True, value_fn=None):
         """Rows (sensor readings) against the hub's reports: a contiguous run of them, from the
         first report after the capture started, each exact, with the kernel's timestamp."""
         dev = self.dev[name]
@@ -291,8 +291,10 @@ class Guest:
         check(sent, "the hub sent no report")
         check(rows, "no rows")
 
+        conv = value_fn or kk.converter(dev, kind)
+
         def value(e):
-            return kk.expected(dev, kind, raws=e["raw"])
+            return conv(e["raw"])
 
         k = next((i for i, e in enumerate(sent) if kk.close(value(e), rows[0][:3])), None)
         check(k is not None, f"first row {rows[0]} matches no report sent since the start")
@@ -405,6 +407,8 @@ class Guest:
                 os.unlink(path)
             if name not in HID_NAMES:
                 expect[name] = {k: kk.expected(self.dev[name], k) for k in D.EXPECTED_SENSORS[name]}
+            else:
+                expect[name] = kk.converter(self.dev[name], D.EXPECTED_SENSORS[name][0])
             procs[name] = (self.tools.start(["--csv", path, "--quiet", "--interval", "0", "--device",
                                              self.dev[name]]), path)
         # Unplug once every log that can has rows (processes start slowly in a TCG guest), at most 20 s.
@@ -430,7 +434,8 @@ class Guest:
                 check(rows, f"no rows before the unplug: {r.describe()}")
                 if name in HID_NAMES:
                     vals = [[float(v) for v in row[3:6]] + [float(row[0])] for row in rows]
-                    k, skipped, last, sent = self.match_hub(name, vals, t_start, 4, kernel_ts=(name != "magn_3d"))
+                    k, skipped, last, sent = self.match_hub(name, vals, t_start, 4, kernel_ts=(name != "magn_3d"),
+                                                           value_fn=expect[name])
                     return f"exit 74 {p.kk_t + r.seconds - t_unplug:.1f} s after the unplug; {len(rows)} whole rows = reports {k}..{k + len(rows) - 1}"
                 for row in rows:
                     want = expect[name][row[1]]
