@@ -30,24 +30,28 @@ struct FleetTests {
     }
 
     static let ip = FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") ? "/usr/sbin/ip" : "/sbin/ip"
+    /// This run's veth names and subnets: two test runs on one machine must not take each other's.
+    static let tag = Int(getpid()) % 10_000
+    static let octet = 64 + Int(getpid()) % 128
+    static func hostAddress(_ n: Int) -> String { "10.\(octet).\(n).1" }
 
     /// Starts a board: iio-sim (its own network namespace) running motion-monitor, and a veth pair
-    /// between that namespace (10.77.N.2) and this one (10.77.N.1), where the broker listens.
+    /// between that namespace (10.X.N.2) and this one (10.X.N.1, ``hostAddress(_:)``), where the broker listens.
     static func startBoard(_ n: Int, dir: String, port: Int, extra: [String], duration: Int, credentials: String = "") throws -> pid_t {
         let pid = try Broker.spawn([product("iio-sim"), "--fixture", "bmi160", "--motion", "rotate:axis=z,dps=90", "--accel-noise", "0.05",
                                     "--", product("motion-monitor"), "--quiet", "--csv", "\(dir)/log.csv", "--rate", "800",
-                                    "--duration", "\(duration)", "--mqtt", "mqtt://\(credentials)10.77.\(n).1:\(port)/fleet", "--board", "b\(n)",
+                                    "--duration", "\(duration)", "--mqtt", "mqtt://\(credentials)\(hostAddress(n)):\(port)/fleet", "--board", "b\(n)",
                                     "--mqtt-spool", "\(dir)/spool"] + extra, stderr: "\(dir)/err")
         // unshare execs in place: the pid enters its network namespace moments after the spawn.
         let mine = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/net")
         let deadline = Date().addingTimeInterval(10)
         func namespace() -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/ns/net") }
         while namespace() == nil || namespace() == mine, Date() < deadline { usleep(5_000) }
-        _ = try Broker.run([ip, "link", "del", "mqh\(n)"])
-        for argv in [[ip, "link", "add", "mqh\(n)", "type", "veth", "peer", "name", "mqb\(n)", "netns", "\(pid)"],
-                     [ip, "addr", "add", "10.77.\(n).1/24", "dev", "mqh\(n)"], [ip, "link", "set", "mqh\(n)", "up"],
-                     ["/usr/bin/nsenter", "-t", "\(pid)", "-n", ip, "addr", "add", "10.77.\(n).2/24", "dev", "mqb\(n)"],
-                     ["/usr/bin/nsenter", "-t", "\(pid)", "-n", ip, "link", "set", "mqb\(n)", "up"]] {
+        _ = try Broker.run([ip, "link", "del", "mh\(n)x\(tag)"])
+        for argv in [[ip, "link", "add", "mh\(n)x\(tag)", "type", "veth", "peer", "name", "mb\(n)x\(tag)", "netns", "\(pid)"],
+                     [ip, "addr", "add", "\(hostAddress(n))/24", "dev", "mh\(n)x\(tag)"], [ip, "link", "set", "mh\(n)x\(tag)", "up"],
+                     ["/usr/bin/nsenter", "-t", "\(pid)", "-n", ip, "addr", "add", "10.\(octet).\(n).2/24", "dev", "mb\(n)x\(tag)"],
+                     ["/usr/bin/nsenter", "-t", "\(pid)", "-n", ip, "link", "set", "mb\(n)x\(tag)", "up"]] {
             let status = try Broker.run(argv)
             if status != 0 { throw Broker.BrokerError.didNotStart("\(argv.joined(separator: " ")): exit \(status)") }
         }
