@@ -20,9 +20,13 @@ _motion_monitor() {
             done
             COMPREPLY=($(compgen -W "$words" -- "$cur")); return ;;
         --csv) COMPREPLY=($(compgen -f -- "$cur") $(compgen -W "-" -- "$cur")); compopt -o filenames; return ;;
-        --interval|--rate|--count|--duration) return ;;
+        --mqtt-format) COMPREPLY=($(compgen -W "json influx" -- "$cur")); return ;;
+        --mqtt-ca-file|--mqtt-cert|--mqtt-key|--mqtt-spool) COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames; return ;;
+        --mqtt) COMPREPLY=($(compgen -W "mqtt:// mqtts://" -- "$cur")); compopt -o nospace; return ;;
+        --interval|--rate|--count|--duration|--board) return ;;
     esac
     COMPREPLY=($(compgen -W "--list --once --json --si --uri --device --sensor --reference-frame --interval --rate --count
-        --duration --mode --csv --force --append --quiet --no-color --verbose --help --version" -- "$cur"))
+        --duration --mode --csv --force --append --quiet --no-color --verbose --help --version --mqtt --board
+        --mqtt-format --mqtt-ca-file --mqtt-cert --mqtt-key --mqtt-spool --mqtt-require" -- "$cur"))
 }
 complete -F _motion_monitor motion-monitor

@@ -12,7 +12,7 @@ import Testing
 private let bmi160Imperfections = ["--accel-noise-density", "180", "--gyro-noise-density", "0.007",
                                    "--gyro-bias", "0.0052,-0.0035,0.0044", "--magn-noise", "0.4"]
 
-@Suite("Device motion against iio-sim's ground truth", .serialized, .timeLimit(.minutes(5)),
+@Suite("Device motion against iio-sim's ground truth", .serialized, .timeLimit(.minutes(10)),
        .enabled(if: SimHarness.monitorReady("device motion tests")))
 struct DeviceMotionTests {
     /// Runs `motion-truth ARGS` (or `motion-scenarios ARGS` when ARGS starts with a scenario of its)

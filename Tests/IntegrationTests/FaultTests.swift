@@ -9,7 +9,7 @@ import Testing
 // LibraryStreamingTests / MotionMonitorStreamingTests, unreadable and garbage attributes in
 // PermissionTests / SimulatorIntegrationTests, disk full in MotionMonitorCSVTests.
 
-@Suite("Faults: busy devices, odd devices, many devices, a dying iiod", .serialized, .timeLimit(.minutes(5)),
+@Suite("Faults: busy devices, odd devices, many devices, a dying iiod", .serialized, .timeLimit(.minutes(10)),
        .enabled(if: SimHarness.monitorReady("fault tests")))
 struct FaultTests {
     static let monitor = SimHarness.product("motion-monitor")
@@ -153,7 +153,7 @@ struct FaultTests {
 /// polled read (`--once`) and a short buffered stream. Each run must end by itself with a status
 /// (no signal, no hang), print only well-formed readings with finite numbers, and, when it fails,
 /// name the device and the attribute.
-@Suite("Faults: garbage in every attribute", .serialized, .timeLimit(.minutes(5)),
+@Suite("Faults: garbage in every attribute", .serialized, .timeLimit(.minutes(10)),
        .enabled(if: SimHarness.monitorReady("garbage attribute tests")))
 struct GarbageAttributeTests {
     static let monitor = SimHarness.product("motion-monitor")
@@ -217,7 +217,7 @@ struct GarbageAttributeTests {
 
 /// The rest of the fault matrix for the CLI: no data-ready interrupt, Ctrl-C while waiting for
 /// one, a device unplugged while polled, a sampling frequency the driver refuses to change.
-@Suite("Faults: silent, vanishing and stubborn devices", .serialized, .timeLimit(.minutes(5)),
+@Suite("Faults: silent, vanishing and stubborn devices", .serialized, .timeLimit(.minutes(10)),
        .enabled(if: SimHarness.monitorReady("fault tests")))
 struct SilentDeviceTests {
     static let monitor = SimHarness.product("motion-monitor")

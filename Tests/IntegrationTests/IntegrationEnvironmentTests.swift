@@ -3,7 +3,7 @@ import Testing
 
 /// Whether this machine can run the integration tests at all. Elsewhere a suite that cannot run is
 /// skipped with its reason; under `CI=true` that is a failure, here, with the reason.
-@Suite("Integration environment", .timeLimit(.minutes(1)))
+@Suite("Integration environment", .timeLimit(.minutes(10)))
 struct IntegrationEnvironmentTests {
     @Test("iio-sim, motion-monitor and motion-scenarios are built, and iio-sim can create its namespaces")
     func ready() {

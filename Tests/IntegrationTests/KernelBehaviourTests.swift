@@ -5,7 +5,7 @@ import Testing
 /// What Linux 6.1's IIO core and drivers do (../shared/reference/real-kernel.md), as iio-sim now
 /// models it, and how capture copes: buffers that cannot deliver are polled with one note, and
 /// every attribute capture writes is back to its value afterwards.
-@Suite("The real kernel's behaviour: fallbacks, and devices left as found", .serialized, .timeLimit(.minutes(5)),
+@Suite("The real kernel's behaviour: fallbacks, and devices left as found", .serialized, .timeLimit(.minutes(10)),
        .enabled(if: SimHarness.monitorReady("kernel behaviour tests")))
 struct KernelBehaviourTests {
     static let monitor = SimHarness.product("motion-monitor")

@@ -5,7 +5,7 @@ import Testing
 /// MotionManager's streaming through the real libiio backends, against iio-sim: the scenarios of
 /// `motion-scenarios` run inside the simulator, and what they print is checked against what the
 /// simulator says it streamed. Timing bounds are generous: they catch a wrong design, not jitter.
-@Suite(.timeLimit(.minutes(5)),
+@Suite(.timeLimit(.minutes(10)),
        .enabled(if: SimHarness.underCI || FileManager.default.isExecutableFile(atPath: SimHarness.product("motion-scenarios")),
                 "motion-scenarios is not built (swift build)"))
 struct LibraryStreamingTests {

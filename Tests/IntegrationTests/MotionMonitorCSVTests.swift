@@ -13,7 +13,7 @@ import Testing
 /// Motion that makes every sample different.
 private let moving = ["--motion", "rotate:axis=z,dps=90", "--accel-noise", "0.05", "--gyro-noise", "0.01"]
 
-@Suite("motion-monitor --csv under iio-sim", .serialized, .timeLimit(.minutes(5)),
+@Suite("motion-monitor --csv under iio-sim", .serialized, .timeLimit(.minutes(10)),
        .enabled(if: CSVRuns.ready, Comment(rawValue: CSVRuns.notReadyReason)))
 struct MotionMonitorCSVTests {
     @Test("The log equals the stream: every sample once, in order, nanosecond timestamps, values to the last digit",

@@ -7,7 +7,7 @@ import Testing
 // machine without a magnetometer refuses. (The live view's motion panel is tested with the other
 // live-view tests, in tmux.)
 
-@Suite("motion-monitor: device motion and the magnetometer under iio-sim", .serialized, .timeLimit(.minutes(4)),
+@Suite("motion-monitor: device motion and the magnetometer under iio-sim", .serialized, .timeLimit(.minutes(10)),
        .enabled(if: SimHarness.monitorReady("motion-monitor device motion tests"), Comment(rawValue: SimHarness.monitorNotReadyReason)))
 struct MotionMonitorDeviceMotionTests {
     /// `iio-sim --fixture F SIM… -- motion-monitor ARGS…`.

@@ -16,7 +16,7 @@ import Testing
 /// Every shipped fixture; `fixtureListIsComplete` fails when one is added without being listed here.
 private let fixtures = ["bmi160", "lsm6dsx", "hid-sensor-hub", "mpu6050", "cros-ec", "sense-hat"]
 
-@Suite("motion-monitor under iio-sim", .timeLimit(.minutes(5)), .enabled(if: Tools.ready, Comment(rawValue: Tools.notReadyReason)))
+@Suite("motion-monitor under iio-sim", .timeLimit(.minutes(10)), .enabled(if: Tools.ready, Comment(rawValue: Tools.notReadyReason)))
 struct MotionMonitorIntegrationTests {
     @Test("The fixture list covers fixtures/*.json")
     func fixtureListIsComplete() throws {
@@ -201,7 +201,7 @@ struct MotionMonitorIntegrationTests {
         #expect(version.status == 0 && version.stdout.hasPrefix("motion-monitor "), "\(version)")
     }
 
-    @Test("The continuous view prints readings until SIGINT, then exits 0", .timeLimit(.minutes(1)))
+    @Test("The continuous view prints readings until SIGINT, then exits 0", .timeLimit(.minutes(10)))
     func watchStopsOnSIGINT() throws {
         // Event-driven, not timed: wait for two lines, then interrupt.
         let process = Process()

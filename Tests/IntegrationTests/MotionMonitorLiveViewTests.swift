@@ -7,7 +7,7 @@ import Testing
 // raw bytes (to check the escapes: one clear at start, none per frame, the cursor hidden then shown),
 // and `#{cursor_flag}` is tmux's own view of whether the cursor is visible.
 
-@Suite("motion-monitor's live view in tmux", .serialized, .timeLimit(.minutes(3)),
+@Suite("motion-monitor's live view in tmux", .serialized, .timeLimit(.minutes(10)),
        .enabled(if: LiveRuns.ready, Comment(rawValue: LiveRuns.notReadyReason)))
 struct MotionMonitorLiveViewTests {
     @Test("Panels with values and bars, the log beside them; Ctrl-C restores the terminal and keeps the log whole")

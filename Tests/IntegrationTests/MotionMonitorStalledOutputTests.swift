@@ -16,11 +16,11 @@ import Testing
 /// Motion that makes every sample different.
 private let moving = ["--motion", "rotate:axis=z,dps=90", "--accel-noise", "0.05", "--gyro-noise", "0.01"]
 
-@Suite("motion-monitor: the log never waits for stdout", .serialized, .timeLimit(.minutes(6)),
+@Suite("motion-monitor: the log never waits for stdout", .serialized, .timeLimit(.minutes(10)),
        .enabled(if: Stalls.ready, Comment(rawValue: Stalls.notReadyReason)))
 struct MotionMonitorStalledOutputTests {
     @Test("stdout not read for 10 s, then drained: the log grows all along and is complete; stdout gets every line; exit 0",
-          .timeLimit(.minutes(1)))
+          .timeLimit(.minutes(10)))
     func stalledThenDrained() throws {
         let run = try Stalls.Run(["--csv", "LOG", "--interval", "0", "--rate", "1600", "--duration", "12"])
         defer { run.remove() }
@@ -39,7 +39,7 @@ struct MotionMonitorStalledOutputTests {
     }
 
     @Test("stdout never read, every sample on it: --duration ends the run on time, the log is complete, stdout's loss counted, exit 74",
-          .timeLimit(.minutes(1)))
+          .timeLimit(.minutes(10)))
     func neverDrained() throws {
         let run = try Stalls.Run(["--csv", "LOG", "--interval", "0", "--rate", "1600", "--duration", "5"])
         defer { run.remove() }
@@ -54,7 +54,7 @@ struct MotionMonitorStalledOutputTests {
         #expect(!held.isEmpty && held.last == UInt8(ascii: "\n"), "the stalled pipe ends with a whole line")
     }
 
-    @Test("stdout never read, lines every 10 ms: the newest line wins, the log is complete, exit 0", .timeLimit(.minutes(1)))
+    @Test("stdout never read, lines every 10 ms: the newest line wins, the log is complete, exit 0", .timeLimit(.minutes(10)))
     func neverDrainedDisplay() throws {
         let run = try Stalls.Run(["--csv", "LOG", "--interval", "0.01", "--rate", "1600", "--duration", "5", "--verbose"])
         defer { run.remove() }
@@ -67,7 +67,7 @@ struct MotionMonitorStalledOutputTests {
     }
 
     @Test("A signal while stdout is stalled: the end within a second, the log complete and whole",
-          .timeLimit(.minutes(1)), arguments: [(SIGINT, "0.01", Int32(0)), (SIGTERM, "0.01", 0), (SIGHUP, "0.01", 0), (SIGTERM, "0", 74)])
+          .timeLimit(.minutes(10)), arguments: [(SIGINT, "0.01", Int32(0)), (SIGTERM, "0.01", 0), (SIGHUP, "0.01", 0), (SIGTERM, "0", 74)])
     func signalWhileStalled(signal: Int32, interval: String, expected: Int32) throws {
         let run = try Stalls.Run(["--csv", "LOG", "--interval", interval, "--rate", "1600"])
         defer { run.remove() }
@@ -82,7 +82,7 @@ struct MotionMonitorStalledOutputTests {
         try run.checkLog()
     }
 
-    @Test("A second Ctrl-C ends at once (status 130), leaving a log of whole rows", .timeLimit(.minutes(1)))
+    @Test("A second Ctrl-C ends at once (status 130), leaving a log of whole rows", .timeLimit(.minutes(10)))
     func secondCtrlC() throws {
         let run = try Stalls.Run(["--csv", "LOG", "--interval", "0", "--rate", "1600"])
         defer { run.remove() }
@@ -97,7 +97,7 @@ struct MotionMonitorStalledOutputTests {
         try run.checkLog(exact: false)
     }
 
-    @Test("stdout closed with --csv FILE: never SIGPIPE; the log runs to --duration, complete; exit 0", .timeLimit(.minutes(1)))
+    @Test("stdout closed with --csv FILE: never SIGPIPE; the log runs to --duration, complete; exit 0", .timeLimit(.minutes(10)))
     func closedWithLog() throws {
         let run = try Stalls.Run(["--csv", "LOG", "--interval", "0", "--rate", "1600", "--duration", "4"])
         defer { run.remove() }
@@ -111,7 +111,7 @@ struct MotionMonitorStalledOutputTests {
         try run.checkLog()
     }
 
-    @Test("stdout closed without a log file: the run ends as after Ctrl-C, exit 0", .timeLimit(.minutes(1)),
+    @Test("stdout closed without a log file: the run ends as after Ctrl-C, exit 0", .timeLimit(.minutes(10)),
           arguments: [["--json", "--interval", "0"], ["--csv", "-"], ["--interval", "0.1"]])
     func closedWithoutLog(arguments: [String]) throws {
         let run = try Stalls.Run(arguments + ["--rate", "1600"])
@@ -127,7 +127,7 @@ struct MotionMonitorStalledOutputTests {
     }
 
     @Test("A serial console (a pty read at 115200 baud): the live view keeps redrawing, skipping frames; the log stays complete",
-          .timeLimit(.minutes(1)))
+          .timeLimit(.minutes(10)))
     func serialConsole() throws {
         let run = try Stalls.Run(["--csv", "LOG", "--rate", "1600", "--duration", "8", "--verbose"],
                                  pty: (width: 100, height: 40), environment: ["TERM": "xterm-256color", "LANG": "C.UTF-8", "NO_COLOR": ""])
@@ -151,7 +151,7 @@ struct MotionMonitorStalledOutputTests {
         #expect(drawn != nil && due != nil && drawn! >= 8 && drawn! < due!, "frames skipped, not queued: \(run.stderr)")
     }
 
-    @Test("libiio's 'High-speed mode not enabled' is hidden, and shown with -v", .timeLimit(.minutes(1)))
+    @Test("libiio's 'High-speed mode not enabled' is hidden, and shown with -v", .timeLimit(.minutes(10)))
     func libiioNoise() throws {
         let quiet = try Stalls.Run(["--json", "--duration", "1"])
         defer { quiet.remove() }

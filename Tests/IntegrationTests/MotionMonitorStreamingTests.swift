@@ -31,7 +31,7 @@ private let countsPerFixture: [(fixture: String, count: Int)] = [
 /// Motion that makes every sample different (so order and identity are checked, not just counts).
 private let moving = ["--motion", "rotate:axis=z,dps=90", "--accel-noise", "0.05", "--gyro-noise", "0.01"]
 
-@Suite("motion-monitor streams under iio-sim", .serialized, .timeLimit(.minutes(5)),
+@Suite("motion-monitor streams under iio-sim", .serialized, .timeLimit(.minutes(10)),
        .enabled(if: Streams.ready, Comment(rawValue: Streams.notReadyReason)))
 struct MotionMonitorStreamingTests {
     @Test("The fixture list covers fixtures/*.json")
@@ -252,7 +252,7 @@ struct MotionMonitorStreamingTests {
     }
 
     @Test("A sensor with a broken attribute (a garbage scale): the default run streams what works, names the library's cause (device and file), exit 74",
-          .timeLimit(.minutes(1)))
+          .timeLimit(.minutes(10)))
     func brokenAttribute() throws {
         let sim = ["--set", "iio:device0/in_accel_scale=garbage"]
         let r = try Streams.run(fixture: "bmi160", sim: sim, ["--json", "--duration", "2"])
@@ -269,7 +269,7 @@ struct MotionMonitorStreamingTests {
         #expect(once.status == 74 && once.stderr.contains("Device motion encountered error: ") && once.stderr.contains("in_accel_scale"), "\(once)")
     }
 
-    @Test("SIGTERM mid-stream at 1.6 kHz: exit 0, every line whole", .timeLimit(.minutes(1)))
+    @Test("SIGTERM mid-stream at 1.6 kHz: exit 0, every line whole", .timeLimit(.minutes(10)))
     func sigterm() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: SimHarness.product("iio-sim"))

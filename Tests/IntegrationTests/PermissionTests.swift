@@ -172,7 +172,7 @@ private enum Perm {
         """
 }
 
-@Suite("Permissions: a normal user without and with the udev rules", .serialized, .timeLimit(.minutes(5)),
+@Suite("Permissions: a normal user without and with the udev rules", .serialized, .timeLimit(.minutes(10)),
        .enabled(if: Perm.ready, Comment(rawValue: Perm.notReadyReason)))
 struct PermissionTests {
     static let allFixtures = ["bmi160", "lsm6dsx", "hid-sensor-hub", "mpu6050", "cros-ec"]

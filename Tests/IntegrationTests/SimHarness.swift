@@ -4,6 +4,11 @@ import Testing
 
 /// Runs the package's built executables (`iio-sim`, `motion-monitor`) and libiio's tools, for the
 /// integration tests. Products are found next to the test bundle (`.build/<config>/`).
+///
+/// Every integration test is limited to 10 minutes (`.timeLimit(.minutes(10))`): Swift Testing starts
+/// the tests together, and a test's clock runs while it waits for one of the runner's threads (two on
+/// a 2-core machine), which other tests hold while they wait for their processes. A hang still fails
+/// with the test's name, and ``run(_:_:environment:)`` kills a process that outlives 180 s.
 enum SimHarness {
     /// The result of a finished process.
     struct Result: CustomStringConvertible {

@@ -4,7 +4,7 @@ import Testing
 
 /// iio-sim proven with libiio's own tools (package libiio-utils): what `iio_info`, `iio_attr` and
 /// `iio_readdev` see through the real libiio 0.24 local backend, and through the real `iiod`.
-@Suite(.timeLimit(.minutes(5)),
+@Suite(.timeLimit(.minutes(10)),
        .enabled(if: SimHarness.underCI || (SimHarness.installed("iio_info") && SimHarness.installed("iio_readdev")),
                 "needs libiio-utils (apt-get install libiio-utils); scripts/test installs it"))
 struct SimulatorIntegrationTests {
