@@ -53,6 +53,8 @@ struct BrokerTests {
         #expect(totals.pending == 0 && totals.acknowledged == messages * perMessage && totals.dropped == 0, "\(totals)")
         #expect(totals.connections >= 2 && totals.spooled > 0, "the outage should have spooled: \(totals)")
         #expect(Self.eventually(15) { rows.withLock { $0.count } >= messages * perMessage }, "\(rows.withLock { $0.count }) rows")
+        // The offline status is published after the last samples: wait for it too.
+        _ = Self.eventually(5) { collected.withLock { $0.boards["b1"]?.state } == "offline" }
         subscriber.stop()
         let got = rows.withLock { $0 }
         let expected = (0..<messages * perMessage).map { "b1,\(Collector.csvTimestamp(Double($0) / 1000)),accelerometer,iio:device0,\($0),1.5,-1.0" }
