@@ -26,7 +26,7 @@ struct MotionMonitorStalledOutputTests {
         defer { run.remove() }
         run.sleep(until: 10)
         let rowsWhileStalled = run.logLines
-        #expect(run.pipeHolds > 60_000, "stdout is stalled: the pipe is full (\(run.pipeHolds) bytes)")
+        run.expectStalled()
         #expect(rowsWhileStalled > 1600 * 2 * 8, "the log grew while stdout was stalled: \(rowsWhileStalled) rows after 10 s")
         run.startReading()
         let (status, _) = run.wait(seconds: 20)
@@ -72,7 +72,7 @@ struct MotionMonitorStalledOutputTests {
         let run = try Stalls.Run(["--csv", "LOG", "--interval", interval, "--rate", "1600"])
         defer { run.remove() }
         run.sleep(until: 4)
-        #expect(run.pipeHolds > 60_000, "stdout is stalled: the pipe is full (\(run.pipeHolds) bytes)")
+        run.expectStalled()
         let sent = monotonicNow()
         run.signal(signal)
         let (status, at) = run.wait(seconds: 10)
@@ -334,6 +334,21 @@ private enum Stalls {
                 }
             }
             return found
+        }
+
+        /// Expects stdout to be stalled: the pipe holds more than 16 KiB and nothing more gets in over half
+        /// a second while the program runs. A full pipe holds less than 64 KiB when its writes do not
+        /// fill whole pages (16 slots of one 3,420-byte write each is 54,720 bytes), but more than 32 KiB:
+        /// a write opens a new slot only when it does not fit in the last one, so two neighbouring slots
+        /// hold more than a page between them.
+        func expectStalled(sourceLocation: SourceLocation = #_sourceLocation) {
+            let before = pipeHolds
+            usleep(500_000)
+            let after = pipeHolds
+            #expect(process.isRunning, "motion-monitor is still running", sourceLocation: sourceLocation)
+            #expect(before > 16 * 1024 && after == before,
+                    "stdout is stalled: the pipe is full (\(before) bytes, then \(after) half a second later)",
+                    sourceLocation: sourceLocation)
         }
 
         /// Bytes waiting in the stdout pipe.
