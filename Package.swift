@@ -40,17 +40,18 @@ let package = Package(
         ),
         // The only code that calls libiio.
         .target(name: "CIIOShim", dependencies: ["CLibIIO"], cSettings: cSettings),
-        // A lock ThreadSanitizer understands (see Locked.swift for why not Synchronization.Mutex).
-        .target(name: "Locking", swiftSettings: swiftSettings),
-        .target(name: "IIOMotion", dependencies: ["CIIOShim", "Locking"], swiftSettings: swiftSettings),
-        .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "MotionMQTT", "Locking"], swiftSettings: swiftSettings,
+        // What every target shares: a lock ThreadSanitizer understands (see Locked.swift for why not
+        // Synchronization.Mutex), the monotonic clock, and errno text.
+        .target(name: "SystemSupport", swiftSettings: swiftSettings),
+        .target(name: "IIOMotion", dependencies: ["CIIOShim", "SystemSupport"], swiftSettings: swiftSettings),
+        .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "MotionMQTT", "SystemSupport"], swiftSettings: swiftSettings,
                           linkerSettings: staticRuntime),
         // Library scenarios the integration tests run inside iio-sim (a test process cannot enter
         // the simulator's namespaces itself); not a product.
-        .executableTarget(name: "motion-scenarios", dependencies: ["IIOMotion", "Locking"], swiftSettings: swiftSettings,
+        .executableTarget(name: "motion-scenarios", dependencies: ["IIOMotion", "SystemSupport"], swiftSettings: swiftSettings,
                           linkerSettings: staticRuntime),
         // Device motion against the simulator's ground truth (scripts/fusion-accuracy, DeviceMotionTests).
-        .executableTarget(name: "motion-truth", dependencies: ["IIOMotion", "IIOSimKit", "Locking"], swiftSettings: swiftSettings),
+        .executableTarget(name: "motion-truth", dependencies: ["IIOMotion", "IIOSimKit", "SystemSupport"], swiftSettings: swiftSettings),
 
         // MQTT through Debian's libmosquitto (`apt-get install libiio-dev libmosquitto-dev`): the
         // publisher motion-monitor --mqtt uses and the collector. IIOMotion does not depend on it.
@@ -59,14 +60,14 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
-        .target(name: "MotionMQTT", dependencies: ["CMosquitto", "Locking"], swiftSettings: swiftSettings),
-        .executableTarget(name: "motion-collect", dependencies: ["MotionMQTT", "Locking"], swiftSettings: swiftSettings,
+        .target(name: "MotionMQTT", dependencies: ["CMosquitto", "SystemSupport"], swiftSettings: swiftSettings),
+        .executableTarget(name: "motion-collect", dependencies: ["MotionMQTT", "SystemSupport"], swiftSettings: swiftSettings,
                           linkerSettings: staticRuntime),
 
         // The simulator: a library (fixtures, scan encoding, motion, the sysfs engine) and a thin executable.
         .target(name: "CSimSupport", cSettings: cSettings),
-        .target(name: "IIOSimKit", dependencies: ["CSimSupport", "Locking"], swiftSettings: swiftSettings),
-        .executableTarget(name: "iio-sim", dependencies: ["IIOSimKit", "CSimSupport"], swiftSettings: swiftSettings),
+        .target(name: "IIOSimKit", dependencies: ["CSimSupport", "SystemSupport"], swiftSettings: swiftSettings),
+        .executableTarget(name: "iio-sim", dependencies: ["IIOSimKit", "CSimSupport", "SystemSupport"], swiftSettings: swiftSettings),
 
         // The fuzzer of the attribute parsers and the scan decoder (scripts/fuzz builds it with
         // libFuzzer and AddressSanitizer); built plainly it replays a corpus. Not a product.

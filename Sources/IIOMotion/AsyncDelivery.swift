@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 
 /// The link between an async sequence and its consumer in the hub: the consumer's id once it is
 /// registered, and whether the sequence has already ended (it may end, cancelled, before the start

@@ -1,5 +1,5 @@
 public import Dispatch
-import Locking
+import SystemSupport
 
 /// Device motion's running state: the fusion filter, fed with every accelerometer, gyroscope and
 /// magnetometer sample, and what it last produced.

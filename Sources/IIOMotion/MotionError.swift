@@ -1,4 +1,5 @@
 import Glibc
+import SystemSupport
 
 /// The one error type of IIOMotion.
 ///
@@ -44,7 +45,7 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
     }
 
     /// An errno value the kernel or libiio reported, e.g. 13 (`EACCES`).
-    public struct Errno: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringConvertible {
         /// The positive errno value.
         public let rawValue: Int32
 
@@ -52,8 +53,10 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
         /// - Parameter rawValue: the errno value.
         public init(rawValue: Int32) { self.rawValue = rawValue }
 
+        init(_ rawValue: Int32) { self.rawValue = rawValue }
+
         /// Its `<errno.h>` name, e.g. `"EACCES"`, for the values this library meets; nil otherwise.
-        public var name: String? { MotionError.symbol(rawValue) }
+        public var name: String? { errnoName(rawValue) }
 
         /// The C library's text for it, e.g. `"Permission denied"`.
         public var description: String { errnoText(rawValue) }
@@ -174,25 +177,6 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
         return parts.isEmpty ? text : "\(text) (\(parts.joined(separator: ", ")))"
     }
 
-    static func symbol(_ e: Int32) -> String? {
-        switch e {
-        case EPERM: "EPERM"
-        case ENOENT: "ENOENT"
-        case EIO: "EIO"
-        case ENXIO: "ENXIO"
-        case EAGAIN: "EAGAIN"
-        case EACCES: "EACCES"
-        case EBUSY: "EBUSY"
-        case ENODEV: "ENODEV"
-        case EINVAL: "EINVAL"
-        case EFBIG: "EFBIG"
-        case ETIMEDOUT: "ETIMEDOUT"
-        case ECONNREFUSED: "ECONNREFUSED"
-        case EHOSTUNREACH: "EHOSTUNREACH"
-        case ENOSYS: "ENOSYS"
-        default: nil
-        }
-    }
 
     /// The code that corresponds to an errno value from an I/O call.
     static func code(forErrno e: Int32) -> Code {

@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 
 /// The entry point: finds the IIO accelerometer, gyroscope and magnetometer on a machine and
 /// reads them, in Core Motion's units and conventions by default.

@@ -3,7 +3,7 @@
 #endif
 import CSimSupport
 import Foundation
-import Locking
+import SystemSupport
 
 /// One simulated channel: its fixture entry, parsed scan type and physical quantity.
 struct ChannelSim: Sendable {

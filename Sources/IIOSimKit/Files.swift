@@ -2,6 +2,7 @@
 @preconcurrency import Glibc
 #endif
 import Foundation
+import SystemSupport
 
 /// Small POSIX file helpers used by the simulator (errors carry errno and the path).
 enum Files {
@@ -9,7 +10,7 @@ enum Files {
         var path: String
         var operation: String
         var errno: Int32
-        var description: String { "\(operation) \(path): \(String(cString: strerror(errno)))" }
+        var description: String { "\(operation) \(path): \(errnoText(errno))" }
     }
 
     /// Writes `contents` to `path` (create/truncate); a new file gets `mode`, an existing one keeps

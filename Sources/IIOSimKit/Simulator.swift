@@ -3,7 +3,7 @@
 #endif
 import CSimSupport
 import Foundation
-import Locking
+import SystemSupport
 import Synchronization
 
 /// What a simulation run does beyond the fixture: the motion, imperfections, pacing and faults.
@@ -100,7 +100,7 @@ public final class Simulator: Sendable {
         devDirectory = root + "/dev"
         scratch = root + "/sys/bus/iio/.iio-sim"
         let fd = simsupport_eventfd()
-        guard fd >= 0 else { throw Fixture.LoadError(description: "eventfd: \(String(cString: strerror(-fd)))") }
+        guard fd >= 0 else { throw Fixture.LoadError(description: "eventfd: \(errnoText(-fd))") }
         stopFD = fd
         // FUSE only inside the simulator's own mount namespace (root ""), where nothing leaks: the
         // device nodes, and the attributes whose writes the kernel answers synchronously.
@@ -343,7 +343,7 @@ final class Watcher: Sendable {
     init(simulator: Simulator) throws {
         self.simulator = simulator
         fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        guard fd >= 0 else { throw Fixture.LoadError(description: "inotify_init1: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw Fixture.LoadError(description: "inotify_init1: \(errnoText(errno))") }
         var w: [Int32: (Int, String)] = [:]
         let ifd = fd
         func add(_ path: String, _ owner: Int, _ sub: String) {

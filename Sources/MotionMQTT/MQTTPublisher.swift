@@ -1,7 +1,7 @@
 internal import CMosquitto
 internal import Glibc
 internal import Dispatch
-import Locking
+import SystemSupport
 
 /// Publishes messages to an MQTT broker at QoS 1 without ever blocking the caller, and loses none
 /// while the broker is away: what cannot be sent waits in order, in memory up to a bound, then in
@@ -124,13 +124,13 @@ public final class MQTTPublisher: Sendable {
     public init(_ configuration: Configuration) throws(Failure) {
         Self.libraryReady
         for file in [configuration.caFile, configuration.certificateFile, configuration.keyFile].compactMap({ $0 }) where access(file, R_OK) != 0 {
-            throw .tls("cannot read the TLS file \(file): \(String(cString: strerror(errno)))")
+            throw .tls("cannot read the TLS file \(file): \(errnoText(errno))")
         }
         self.configuration = configuration
         shared = Locked(Shared(outbox: Outbox(memoryLimit: configuration.memoryLimit, spoolPath: configuration.spoolPath,
                                               spoolLimit: configuration.spoolLimit)))
         var ends: [Int32] = [-1, -1]
-        if pipe(&ends) != 0 { throw .system("cannot make the MQTT publisher's wake-up pipe: \(String(cString: strerror(errno)))") }
+        if pipe(&ends) != 0 { throw .system("cannot make the MQTT publisher's wake-up pipe: \(errnoText(errno))") }
         for fd in ends { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         wakeFD = ends[0]
         wakeWriteFD = ends[1]
@@ -138,7 +138,7 @@ public final class MQTTPublisher: Sendable {
         if !startThread(name: "mqtt-publisher", loop.run) {
             shared.withLock { $0.ended = true }
             done.signal()
-            throw .system("cannot start the MQTT publisher's thread: \(String(cString: strerror(errno)))")
+            throw .system("cannot start the MQTT publisher's thread: \(errnoText(errno))")
         }
     }
 
@@ -285,7 +285,7 @@ public final class MQTTPublisher: Sendable {
             let c = publisher.configuration
             let obj = Unmanaged.passUnretained(self).toOpaque()
             guard let m = mosquitto_new(c.clientID, true, obj) else {
-                publisher.shared.withLock { $0.lastError = "cannot create an MQTT client: \(String(cString: strerror(errno)))" }
+                publisher.shared.withLock { $0.lastError = "cannot create an MQTT client: \(errnoText(errno))" }
                 return false
             }
             mosq = m
@@ -317,7 +317,7 @@ public final class MQTTPublisher: Sendable {
             }
             let rc = mosquitto_connect(m, c.broker.host, Int32(c.broker.port), Int32(c.keepAlive))
             if rc != MOSQ_ERR_SUCCESS.rawValue {
-                let why = rc == MOSQ_ERR_ERRNO.rawValue ? String(cString: strerror(errno)) : String(cString: mosquitto_strerror(rc))
+                let why = rc == MOSQ_ERR_ERRNO.rawValue ? errnoText(errno) : String(cString: mosquitto_strerror(rc))
                 if rc == MOSQ_ERR_TLS.rawValue || rc == MOSQ_ERR_TLS_HANDSHAKE.rawValue {
                     let detail = lastLog ?? why
                     fail(.tls("the TLS handshake with \(c.broker) failed: \(detail)"))

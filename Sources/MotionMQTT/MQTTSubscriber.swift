@@ -1,7 +1,7 @@
 internal import CMosquitto
 internal import Glibc
 internal import Dispatch
-import Locking
+import SystemSupport
 
 /// Subscribes to every board under a prefix (`PREFIX/+/+`, QoS 1) in a persistent session, so
 /// that what the boards publish while the subscriber is away, or while the broker restarts with
@@ -62,7 +62,7 @@ public final class MQTTSubscriber: @unchecked Sendable { // `mosq` is set once i
         _ = mosquitto_lib_init()
         context = Context(prefix: broker.prefix, handler: handler)
         guard let m = mosquitto_new(clientID, false, Unmanaged.passUnretained(context).toOpaque()) else {
-            throw .system("cannot create an MQTT client: \(String(cString: strerror(errno)))")
+            throw .system("cannot create an MQTT client: \(errnoText(errno))")
         }
         mosq = m
         if let user = broker.username { mosquitto_username_pw_set(m, user, broker.password) }

@@ -1,4 +1,5 @@
 internal import Glibc
+internal import SystemSupport
 
 /// One message on its way to the broker: a topic, its payload, and how many samples it carries
 /// (what the statistics count).
@@ -128,7 +129,7 @@ struct Outbox {
         guard spoolWrite + Int64(recordSize) <= Int64(spoolLimit) else { return false }
         if spoolFD < 0 {
             spoolFD = open(spoolPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            if spoolFD < 0 { spoolError = "cannot create the spool file \(spoolPath): \(String(cString: strerror(errno)))"; return false }
+            if spoolFD < 0 { spoolError = "cannot create the spool file \(spoolPath): \(errnoText(errno))"; return false }
         }
         var record = [UInt8]()
         record.reserveCapacity(recordSize)
@@ -146,7 +147,7 @@ struct Outbox {
             }
             return true
         }
-        guard ok else { spoolError = "writing the spool file \(spoolPath) failed: \(String(cString: strerror(errno)))"; return false }
+        guard ok else { spoolError = "writing the spool file \(spoolPath) failed: \(errnoText(errno))"; return false }
         spoolWrite += Int64(recordSize)
         spooledMessages += 1
         return true
@@ -183,7 +184,7 @@ struct Outbox {
 
     /// The spool could not be read back: what it held is counted as dropped.
     private mutating func spoolLost() {
-        spoolError = "reading the spool file \(spoolPath ?? "") back failed: \(String(cString: strerror(errno)))"
+        spoolError = "reading the spool file \(spoolPath ?? "") back failed: \(errnoText(errno))"
         spooledMessages = 0
         spoolRead = 0; spoolWrite = 0
         let lost = pendingSamples - (memory.count - head == 0 ? 0 : memory[head...].reduce(0) { $0 + $1.samples })

@@ -2,6 +2,7 @@
 @preconcurrency import Glibc
 #endif
 import CSimSupport
+import SystemSupport
 import Foundation
 
 /// The private namespaces in which the simulated devices live.
@@ -18,8 +19,6 @@ enum Sandbox {
     struct Failure: Error, CustomStringConvertible {
         var description: String
     }
-
-    static func errnoText(_ e: Int32) -> String { String(cString: strerror(e < 0 ? -e : e)) }
 
     /// Replaces this process with `unshare … <this program> <arguments>`.
     static func reexecInNamespaces(arguments: [String]) throws -> Never {

@@ -2,6 +2,7 @@
 @preconcurrency import Glibc
 #endif
 import CSimSupport
+import SystemSupport
 import Foundation
 import IIOSimKit
 
@@ -89,7 +90,7 @@ if let user = commandLine.user {
 }
 if let script = commandLine.permissionScript {
     guard geteuid() == 0 else { fail("--apply-permissions needs iio-sim to run as root (the script gives files to a group)", status: 64) }
-    guard access(script, X_OK) == 0 else { fail("--apply-permissions: cannot execute \(script): \(String(cString: strerror(errno)))", status: 66) }
+    guard access(script, X_OK) == 0 else { fail("--apply-permissions: cannot execute \(script): \(errnoText(errno))", status: 66) }
 }
 if let dir = commandLine.options.streamLog {
     try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -129,7 +130,7 @@ if let script = commandLine.permissionScript {
             var status: Int32 = 0
             if pid > 0 { while waitpid(pid, &status, 0) < 0 && errno == EINTR {} }
             if pid < 0 || status != 0 {
-                fail("--apply-permissions: \(script) \(path) failed (\(pid < 0 ? String(cString: strerror(-pid)) : "status \(status >> 8)"))", status: 71)
+                fail("--apply-permissions: \(script) \(path) failed (\(pid < 0 ? errnoText(-pid) : "status \(status >> 8)"))", status: 71)
             }
             if commandLine.options.verbose {
                 FileHandle.standardError.write(Data("iio-sim: applied \(script) to \(path)\n".utf8))
@@ -176,7 +177,7 @@ if commandLine.iiod {
 let child = spawn(commandLine.command, dropDAC: !commandLine.keepCaps && runAs == nil, as: runAs, output: nil)
 if child < 0 {
     simulator.stop()
-    fail("cannot run \(commandLine.command[0]): \(String(cString: strerror(-child)))", status: 126)
+    fail("cannot run \(commandLine.command[0]): \(errnoText(-child))", status: 126)
 }
 
 // Signals meant for COMMAND (a terminal's Ctrl-C reaches it directly; a kill of iio-sim does not).

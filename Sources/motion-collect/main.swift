@@ -1,6 +1,6 @@
 @preconcurrency import Glibc
 import MotionMQTT
-import Locking
+import SystemSupport
 
 // motion-collect: every board's samples from an MQTT broker into one CSV or JSON-lines log.
 
@@ -27,7 +27,7 @@ if options.outputPath == "-" {
     outFD = open(options.outputPath, flags, 0o644)
     if outFD < 0 {
         let e = errno
-        say("motion-collect: cannot create \(options.outputPath): \(String(cString: strerror(e)))\(e == EEXIST ? " (use --force to replace it)" : "")")
+        say("motion-collect: cannot create \(options.outputPath): \(errnoText(e))\(e == EEXIST ? " (use --force to replace it)" : "")")
         exit(e == EEXIST ? 73 : 74)
     }
 }
@@ -57,7 +57,7 @@ struct State: Sendable {
 }
 let state = Locked(State(collector: Collector(output: options.json ? .json : .csv)))
 if !options.json, !writeAll(Collector.csvHeader + "\n") {
-    say("motion-collect: writing \(options.outputPath) failed: \(String(cString: strerror(errno)))"); exit(74)
+    say("motion-collect: writing \(options.outputPath) failed: \(errnoText(errno))"); exit(74)
 }
 
 // Ctrl-C, SIGTERM and SIGHUP are blocked here (the network thread inherits the mask) and waited
@@ -74,7 +74,7 @@ do {
         state.withLock { s in
             guard s.writeError == nil else { return }
             let text = s.collector.take(message, now: now())
-            if !text.isEmpty, !writeAll(text) { s.writeError = String(cString: strerror(errno)) }
+            if !text.isEmpty, !writeAll(text) { s.writeError = errnoText(errno) }
         }
     }
 } catch {
@@ -114,7 +114,7 @@ while true {
 subscriber.stop()
 let final = state.withLock { $0 }
 if let e = final.writeError { say("motion-collect: writing \(options.outputPath) failed: \(e)"); status = 74 }
-if outFD != 1, close(outFD) != 0 { say("motion-collect: closing \(options.outputPath) failed: \(String(cString: strerror(errno)))"); status = 74 }
+if outFD != 1, close(outFD) != 0 { say("motion-collect: closing \(options.outputPath) failed: \(errnoText(errno))"); status = 74 }
 let totals = final.collector.boards.values.reduce((0, 0)) { ($0.0 + $1.samples, $0.1 + $1.duplicates) }
 say("motion-collect: \(totals.0) samples from \(final.collector.boards.count) boards, \(totals.1) repeats dropped")
 exit(status)

@@ -1,4 +1,5 @@
 import Dispatch
+import SystemSupport
 @preconcurrency import Glibc // errno, stdout
 import IIOMotion
 
@@ -484,21 +485,3 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     }
 }
 
-/// `no space left on device (ENOSPC)`.
-func errnoDescription(_ e: Int32) -> String {
-    let text = String(cString: strerror(e))
-    let symbol: String? = switch e {
-    case ENOSPC: "ENOSPC"
-    case EIO: "EIO"
-    case EACCES: "EACCES"
-    case EROFS: "EROFS"
-    case ENOENT: "ENOENT"
-    case EPIPE: "EPIPE"
-    case EDQUOT: "EDQUOT"
-    case EFBIG: "EFBIG"
-    case EISDIR: "EISDIR"
-    default: nil
-    }
-    let lower = text.prefix(1).lowercased() + text.dropFirst()
-    return symbol.map { "\(lower) (\($0))" } ?? "\(lower) (errno \(e))"
-}

@@ -1,4 +1,5 @@
 import Dispatch
+import SystemSupport
 @preconcurrency import Glibc // ioctl, write
 import IIOMotion
 

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import IIOMotion
+import SystemSupport
 import MotionMQTT
 
 /// `--mqtt`: every sample the session takes, published per batch on `PREFIX/<board>/<sensor>`

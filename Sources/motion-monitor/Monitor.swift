@@ -1,7 +1,7 @@
 import Dispatch
 @preconcurrency import Glibc // stdout and stderr are C globals
 import IIOMotion
-import Locking
+import SystemSupport
 
 /// The program: parses the arguments, runs the chosen mode, returns the exit status.
 enum Monitor {

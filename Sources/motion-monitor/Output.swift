@@ -1,4 +1,5 @@
 import Dispatch
+import SystemSupport
 @preconcurrency import Glibc // write, poll, pipe2, dup2
 import Synchronization
 

@@ -1,7 +1,7 @@
 import Dispatch
 @preconcurrency import Glibc // stdout and stderr are C globals
 import IIOMotion
-import Locking
+import SystemSupport
 import Synchronization
 
 /// Where the continuous view's readings go on stdout.

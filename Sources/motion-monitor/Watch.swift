@@ -1,7 +1,7 @@
 import Dispatch
 @preconcurrency import Glibc // stdout and stderr are C globals
 import IIOMotion
-import Locking
+import SystemSupport
 import Synchronization
 
 /// The continuous mode: streams each requested sensor through the library's streaming API into a
@@ -343,13 +343,6 @@ func environmentVariables() -> [String: String] {
         entry += 1
     }
     return result
-}
-
-/// Seconds on `CLOCK_MONOTONIC`.
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
 }
 
 /// stdout's and stderr's channels for one continuous run, and the filter of libiio's stderr:

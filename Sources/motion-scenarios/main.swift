@@ -15,7 +15,7 @@
 import Dispatch
 @preconcurrency import Glibc
 import IIOMotion
-import Locking
+import SystemSupport
 import Synchronization
 
 func now() -> Double {

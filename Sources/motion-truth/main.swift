@@ -18,7 +18,7 @@ import Foundation
 @preconcurrency import Glibc
 import IIOMotion
 import IIOSimKit
-import Locking
+import SystemSupport
 
 func emit(_ fields: [(String, String)]) {
     print("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import IIOSimKit
-import Locking
+import SystemSupport
 import Testing
 
 // The log never waits for the screen (issue 15): motion-monitor at 1.6 kHz inside iio-sim with its

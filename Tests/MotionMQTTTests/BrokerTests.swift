@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import Locking
+import SystemSupport
 @testable import MotionMQTT
 
 /// The publisher and the subscriber against a real mosquitto on loopback.

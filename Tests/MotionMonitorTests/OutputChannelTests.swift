@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
-import Locking
+import SystemSupport
 import Testing
 @testable import motion_monitor
 

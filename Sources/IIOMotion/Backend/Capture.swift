@@ -1,7 +1,7 @@
 internal import Dispatch
 internal import Glibc
 internal import CIIOShim
-import Locking
+import SystemSupport
 
 /// One decoded sample, already rotated into the device's axes by the mount matrix, with a
 /// timestamp in seconds on `CLOCK_MONOTONIC`. In public units (the manager's ``MotionUnits``) as
@@ -79,7 +79,7 @@ final class JoinableThread: Sendable {
         }, box)
         guard r == 0 else {
             Unmanaged<Body>.fromOpaque(box).release()
-            throw MotionError(code: .ioError, detail: "cannot start a capture thread for \(name): the system refused another thread (\(String(cString: strerror(r))))")
+            throw MotionError(code: .ioError, detail: "cannot start a capture thread for \(name): the system refused another thread (\(errnoText(r)))")
         }
         thread = t
     }
@@ -423,7 +423,7 @@ final class DeviceCapture: Sendable {
             let info = plan.info
             guard let file = info.samplingFrequencyFile else { continue }
             let read: () -> Double? = {
-                let text: Result<String, Errno> = file.hasPrefix("in_")
+                let text: Result<String, MotionError.Errno> = file.hasPrefix("in_")
                     ? context.readChannelAttribute(device, channel: channel, "sampling_frequency")
                     : context.readDeviceAttribute(device, "sampling_frequency")
                 return (try? text.get()).flatMap { AttributeText.decimal($0) }
@@ -468,7 +468,7 @@ final class DeviceCapture: Sendable {
     /// interrupt), and the caller polls it instead.
     /// - Returns: the first refill's result, or nil when there is nothing to probe (set-up does
     ///   not wait for data then: the stream's first refill has the usual timeout).
-    private func firstRefill(_ prepared: Prepared) -> Result<Result<(start: UnsafeRawPointer, bytes: Int, step: Int), Errno>?, SetupFailure> {
+    private func firstRefill(_ prepared: Prepared) -> Result<Result<(start: UnsafeRawPointer, bytes: Int, step: Int), MotionError.Errno>?, SetupFailure> {
         guard let probe = prepared.probe else { return .success(nil) }
         let context = prepared.buffer.context
         _ = context.setTimeout(milliseconds: Self.milliseconds(probe))
@@ -486,7 +486,7 @@ final class DeviceCapture: Sendable {
     /// consumer wants every sample, each refill becomes one array per sensor (decoded straight
     /// into the public type); otherwise only the newest scan of a refill is decoded (coalesced and
     /// pull consumers see nothing else).
-    private func streamBuffer(_ prepared: Prepared, first: Result<(start: UnsafeRawPointer, bytes: Int, step: Int), Errno>?) {
+    private func streamBuffer(_ prepared: Prepared, first: Result<(start: UnsafeRawPointer, bytes: Int, step: Int), MotionError.Errno>?) {
         let decoder = prepared.decoder
         let buffer = prepared.buffer
         let everySample = settings.everySample
@@ -498,7 +498,7 @@ final class DeviceCapture: Sendable {
         // batch before the next refill: one spare, the smallest cache footprint.
         var spares = [CaptureBatch](repeating: CaptureBatch(), count: everySample && settings.handsOff ? 3 : 1)
         var next = 0
-        var pending: Result<(start: UnsafeRawPointer, bytes: Int, step: Int), Errno>? = first
+        var pending: Result<(start: UnsafeRawPointer, bytes: Int, step: Int), MotionError.Errno>? = first
         defer {
             times.deallocate()
             state.withLock { $0.buffer = nil }
@@ -527,7 +527,7 @@ final class DeviceCapture: Sendable {
         }
     }
 
-    private func refillError(_ e: Errno, timeout: Double) -> MotionError {
+    private func refillError(_ e: MotionError.Errno, timeout: Double) -> MotionError {
         switch e.rawValue {
         case ETIMEDOUT:
             let seconds = (timeout * 10).rounded() / 10

@@ -1,6 +1,6 @@
 internal import CIIOShim
 internal import Glibc
-import Locking
+import SystemSupport
 
 /// Owns one libiio buffer (`struct iio_buffer *`); ``destroy()`` (or `deinit`) destroys it, which
 /// disables the kernel buffer and its channels.
@@ -34,12 +34,12 @@ final class IIOBuffer: @unchecked Sendable { // refill and destroy run on the ow
 
     /// Blocks until the buffer is full, the context's timeout passes, or ``cancel()``.
     /// - Returns: the first scan, the number of bytes read and the scan size; or a positive errno.
-    func refill() -> Result<(start: UnsafeRawPointer, bytes: Int, step: Int), Errno> {
+    func refill() -> Result<(start: UnsafeRawPointer, bytes: Int, step: Int), MotionError.Errno> {
         var start: UnsafePointer<UInt8>?
         var step = 0
         let n = iioshim_buffer_refill(handle, &start, &step)
-        if n < 0 { return .failure(Errno(Int32(truncatingIfNeeded: -n))) }
-        guard let start else { return .failure(Errno(EIO)) }
+        if n < 0 { return .failure(MotionError.Errno(Int32(truncatingIfNeeded: -n))) }
+        guard let start else { return .failure(MotionError.Errno(EIO)) }
         return .success((UnsafeRawPointer(start), n, step))
     }
 
@@ -61,15 +61,15 @@ final class IIOBuffer: @unchecked Sendable { // refill and destroy run on the ow
 
 extension IIOContext {
     /// Writes a listed device-level attribute. Returns nil on success, or the errno.
-    func writeDeviceAttribute(_ device: Int, _ name: String, _ value: String) -> Errno? {
+    func writeDeviceAttribute(_ device: Int, _ name: String, _ value: String) -> MotionError.Errno? {
         let r = withHandle { iioshim_device_attr_write($0, UInt32(device), name, value) }
-        return r < 0 ? Errno(Int32(truncatingIfNeeded: -r)) : nil
+        return r < 0 ? MotionError.Errno(Int32(truncatingIfNeeded: -r)) : nil
     }
 
     /// Writes a listed channel attribute. Returns nil on success, or the errno.
-    func writeChannelAttribute(_ device: Int, channel: Int, _ name: String, _ value: String) -> Errno? {
+    func writeChannelAttribute(_ device: Int, channel: Int, _ name: String, _ value: String) -> MotionError.Errno? {
         let r = withHandle { iioshim_channel_attr_write($0, UInt32(device), UInt32(channel), name, value) }
-        return r < 0 ? Errno(Int32(truncatingIfNeeded: -r)) : nil
+        return r < 0 ? MotionError.Errno(Int32(truncatingIfNeeded: -r)) : nil
     }
 
     /// The index of the device with this id (`iio:device0`).
@@ -85,31 +85,31 @@ extension IIOContext {
     }
 
     /// Makes `trigger` the current trigger of `device`. Returns nil on success, or the errno.
-    func setTrigger(_ device: Int, trigger: Int) -> Errno? {
+    func setTrigger(_ device: Int, trigger: Int) -> MotionError.Errno? {
         let r = withHandle { iioshim_device_set_trigger($0, UInt32(device), UInt32(trigger)) }
-        return r < 0 ? Errno(-r) : nil
+        return r < 0 ? MotionError.Errno(-r) : nil
     }
 
     /// Reads a file of the device's folder by its path (`buffer/length`,
     /// `scan_elements/in_accel_x_en`), listed attribute or not; an empty file reads as "".
-    func readDevicePath(_ device: Int, _ path: String) -> Result<String, Errno> {
+    func readDevicePath(_ device: Int, _ path: String) -> Result<String, MotionError.Errno> {
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: Self.attributeBufferSize) { buf in
             let base = buf.baseAddress!
             let n = withHandle { iioshim_device_path_read($0, UInt32(device), path, base, buf.count) }
-            if n < 0 { return .failure(Errno(Int32(truncatingIfNeeded: -n))) }
+            if n < 0 { return .failure(MotionError.Errno(Int32(truncatingIfNeeded: -n))) }
             return .success(String(cString: base))
         }
     }
 
     /// Writes a file of the device's folder by its path. Returns nil on success, or the errno.
-    func writeDevicePath(_ device: Int, _ path: String, _ value: String) -> Errno? {
+    func writeDevicePath(_ device: Int, _ path: String, _ value: String) -> MotionError.Errno? {
         let r = withHandle { iioshim_device_path_write($0, UInt32(device), path, value) }
-        return r < 0 ? Errno(Int32(truncatingIfNeeded: -r)) : nil
+        return r < 0 ? MotionError.Errno(Int32(truncatingIfNeeded: -r)) : nil
     }
 
     /// Enables exactly `channels` of `device` and creates a buffer of `samples` scans per refill,
     /// with a kernel buffer of `kernelBuffers` × `samples` scans (0: libiio's 4).
-    func createBuffer(_ device: Int, channels: [Int], samples: Int, kernelBuffers: Int = 0) -> Result<IIOBuffer, Errno> {
+    func createBuffer(_ device: Int, channels: [Int], samples: Int, kernelBuffers: Int = 0) -> Result<IIOBuffer, MotionError.Errno> {
         var error: Int32 = 0
         let list = channels.map { UInt32($0) }
         let handle = withHandle { ctx in
@@ -117,7 +117,7 @@ extension IIOContext {
                 iioshim_buffer_create(ctx, UInt32(device), $0.baseAddress!, $0.count, samples, UInt32(clamping: kernelBuffers), &error)
             }
         }
-        guard let handle else { return .failure(Errno(-error)) }
+        guard let handle else { return .failure(MotionError.Errno(-error)) }
         return .success(IIOBuffer(handle: handle, context: self))
     }
 }

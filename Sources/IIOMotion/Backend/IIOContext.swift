@@ -100,53 +100,37 @@ final class IIOContext: @unchecked Sendable { // the pointer is immutable after 
     }
 
     /// Reads a listed device-level attribute. Returns the text, or a negative errno.
-    func readDeviceAttribute(_ device: Int, _ name: String) -> Result<String, Errno> {
+    func readDeviceAttribute(_ device: Int, _ name: String) -> Result<String, MotionError.Errno> {
         readString { iioshim_device_attr_read(handle, UInt32(device), name, $0, $1) }
     }
 
     /// Reads whatever attribute libiio maps to the sysfs file `file` of the device.
-    func readDeviceFile(_ device: Int, _ file: String) -> Result<String, Errno> {
+    func readDeviceFile(_ device: Int, _ file: String) -> Result<String, MotionError.Errno> {
         readString { iioshim_device_read_file(handle, UInt32(device), file, $0, $1) }
     }
 
     /// Reads a listed channel attribute by libiio's short name ("raw", "scale").
-    func readChannelAttribute(_ device: Int, channel: Int, _ name: String) -> Result<String, Errno> {
+    func readChannelAttribute(_ device: Int, channel: Int, _ name: String) -> Result<String, MotionError.Errno> {
         readString { iioshim_channel_attr_read(handle, UInt32(device), UInt32(channel), name, $0, $1) }
     }
 
     /// The current trigger's name ("" when none is set), or a negative errno (`-ENOENT` when the
     /// device has no trigger support).
-    func triggerName(_ device: Int) -> Result<String, Errno> {
+    func triggerName(_ device: Int) -> Result<String, MotionError.Errno> {
         readString { buf, len in
             let r = iioshim_device_trigger_name(handle, UInt32(device), buf, len)
             return r < 0 ? Int(r) : 0
         }
     }
 
-    private func readString(_ body: (UnsafeMutablePointer<CChar>, Int) -> Int) -> Result<String, Errno> {
+    private func readString(_ body: (UnsafeMutablePointer<CChar>, Int) -> Int) -> Result<String, MotionError.Errno> {
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: Self.attributeBufferSize) { buf in
             let base = buf.baseAddress!
             base[0] = 0
             let n = body(base, buf.count)
-            if n < 0 { return .failure(Errno(Int32(truncatingIfNeeded: -n))) }
+            if n < 0 { return .failure(MotionError.Errno(Int32(truncatingIfNeeded: -n))) }
             return .success(String(cString: base))
         }
     }
 }
 
-/// A positive errno value from libiio.
-struct Errno: Error, Equatable, Sendable {
-    var rawValue: Int32
-    init(_ rawValue: Int32) { self.rawValue = rawValue }
-}
-
-/// Text for an errno value, e.g. "Permission denied" (without the " (13)" libiio appends).
-func errnoText(_ value: Int32) -> String {
-    let text = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 256) { buf in
-        let base = buf.baseAddress!
-        iioshim_strerror(value, base, buf.count)
-        return String(cString: base)
-    }
-    let suffix = " (\(value))"
-    return text.hasSuffix(suffix) ? String(text.dropLast(suffix.count)) : text
-}

@@ -1,11 +1,5 @@
 internal import Glibc
-
-/// Seconds on `CLOCK_MONOTONIC`.
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
-}
+internal import SystemSupport
 
 extension Discovery {
     /// Reads one sample of `plan`'s sensor through sysfs (see ``PolledReader/readSI``).

@@ -1,6 +1,6 @@
 internal import CIIOShim
 internal import Dispatch
-import Locking
+import SystemSupport
 
 /// The streaming side of a ``MotionManager``: which sensors are wanted, by whom, the device
 /// captures serving them (``CaptureSource``s), and the newest sample of each sensor.
