@@ -3,7 +3,8 @@ import SystemSupport
 
 /// The one error type of IIOMotion.
 ///
-/// Its ``description`` is a full sentence saying what failed, where, and what to do:
+/// Its ``description`` is a full sentence saying what failed, where and why (advice that belongs
+/// to a program, such as which script installs the udev rules, is that program's to add):
 ///
 /// ```swift
 /// do {
@@ -103,7 +104,7 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
         self.detail = detail
     }
 
-    /// A full sentence: what failed, on which device and file, why, and what to do about it.
+    /// A full sentence: what failed, on which device and file, and why.
     public var description: String {
         switch code {
         case .contextUnavailable:
@@ -119,15 +120,13 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
             return "\(target): \(cause). Check that iiod is running on that host and that the address and port are right."
         case .permissionDenied where attribute?.hasSuffix("_raw") == true:
             return "\(action) failed: \(cause). The kernel makes raw files readable by everyone, so a local policy "
-                + "restricted this one: restore read access, or stream from the buffer instead, which "
-                + "`sudo scripts/install-udev` allows for the group iio (then log in again)."
+                + "restricted this one."
         case .permissionDenied:
-            return "\(action) failed: \(cause). Install the udev rules in udev/ with `sudo scripts/install-udev` "
-                + "(then log in again so the group iio applies), or run as root."
+            return "\(action) failed: \(cause). The device's files belong to root unless a udev rule gives "
+                + "them to a group of this user's."
         case .deviceBusy:
             return "\(action) failed: \(cause). Another process such as iio-sensor-proxy or iiod usually holds the device, "
-                + "or its buffer is running (many drivers refuse polled reads while buffering); "
-                + "stop it (e.g. `sudo systemctl stop iio-sensor-proxy`) and try again."
+                + "or its buffer is running (many drivers refuse polled reads while buffering)."
         case .timedOut where call == "iio_buffer_refill":
             return "\(detail ?? "\(device ?? "The device") delivered no data in time") (ETIMEDOUT from iio_buffer_refill). "
                 + "Check that the driver's interrupt is wired (its count in /proc/interrupts grows) and its trigger fires."
@@ -147,7 +146,7 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
             }
             if underlyingErrno == EINVAL && call == "iio_buffer_refill" {
                 s += " The data did not fit the scan layout libiio computed from the device's scan_elements "
-                    + "(its *_index and *_type files): check them, or read this device with --mode polled."
+                    + "(its *_index and *_type files)."
             }
             if let e = underlyingErrno, [EPIPE, ECONNRESET, ENOTCONN, ECONNABORTED].contains(e) {
                 s += " The connection to iiod was lost: check that iiod still runs on the board and that the network is up."

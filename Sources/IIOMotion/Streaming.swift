@@ -346,7 +346,7 @@ extension MotionManager {
     /// never a capture thread): today, when a sensor is polled because its buffer cannot be
     /// used, with the reason. The library prints nothing itself. Any method of the manager may be
     /// called from it.
-    public var noticeHandler: (@Sendable (String) -> Void)? {
+    public var noticeHandler: (@Sendable (MotionNotice) -> Void)? {
         get { hub.state.withLock { $0.noticeHandler } }
         set { hub.state.withLock { $0.noticeHandler = newValue } }
     }
@@ -370,6 +370,16 @@ extension MotionManager {
     /// - Returns: the reason, a sentence.
     public func fallbackReason(of kind: SensorKind) -> String? {
         hub.sensor(kind).status?.fallbackReason
+    }
+
+    /// The failure that keeps a running sensor from its buffer, when it is polled although
+    /// buffering was allowed, or nil: the same failure ``fallbackReason(of:)`` describes, with
+    /// its code, device, file and errno (`.permissionDenied`: the buffer's files are not this
+    /// user's; `.deviceBusy`: another program streams the device).
+    /// - Parameter kind: the sensor.
+    /// - Returns: the failure.
+    public func fallbackError(of kind: SensorKind) -> MotionError? {
+        hub.sensor(kind).status?.fallbackCause
     }
 
     /// Samples received, delivered and coalesced since the sensor's updates started.

@@ -45,15 +45,15 @@ struct Report: Equatable, Sendable {
         "This device has no \(kind.rawValue)."
     }
 
-    /// `Accelerometer encountered error: …` followed by the error's full sentence.
+    /// `Accelerometer encountered error: …` followed by the error's full sentence and its remedy.
     static func failureMessage(_ kind: SensorKind, _ error: MotionError) -> String {
         let name = kind.rawValue.prefix(1).uppercased() + kind.rawValue.dropFirst()
-        return "\(name) encountered error: \(error)"
+        return "\(name) encountered error: \(Advice.text(error))"
     }
 
-    /// `Device motion encountered error: …` followed by the error's full sentence.
+    /// `Device motion encountered error: …` followed by the error's full sentence and its remedy.
     static func motionFailureMessage(_ error: MotionError) -> String {
-        "Device motion encountered error: \(error)"
+        "Device motion encountered error: \(Advice.text(error))"
     }
 
     /// The report of `--once`: a line per reading on stdout, a message per missing or failed
@@ -145,6 +145,6 @@ struct Report: Equatable, Sendable {
         if error.code == .contextUnavailable, error.underlyingErrno == ENOENT, uri.hasPrefix("local:") {
             return nil
         }
-        return Report(stderr: ["\(MonitorOptions.commandName): \(error)"], status: ExitStatus.of(error))
+        return Report(stderr: ["\(MonitorOptions.commandName): \(Advice.text(error))"], status: ExitStatus.of(error))
     }
 }

@@ -198,9 +198,9 @@ enum Watch {
     private static func start(_ kinds: [SensorKind], of manager: MotionManager, options: MonitorOptions,
                               session: WatchSession) {
         manager.preferredMode = options.captureMode
-        // Called once per distinct notice (today: a polled fallback, with its reason), on a
-        // capture thread: the session takes it to its queue.
-        manager.noticeHandler = { [session] notice in session.note(notice) }
+        // Called once per distinct notice (today: a polled fallback, with its reason), on the
+        // manager's notice queue: the session takes it, with this program's remedy, to its queue.
+        manager.noticeHandler = { [session] notice in session.note(Advice.text(notice)) }
         // Interval and rate first: changing them restarts running updates. The live view and the
         // log get batches as often as the interval says (every 50 ms with --interval 0).
         for kind in kinds {

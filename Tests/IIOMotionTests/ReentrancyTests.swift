@@ -93,7 +93,7 @@ struct ReentrancyTests {
         let returned = DispatchSemaphore(value: 0)
         let notices = Locked<[String]>([])
         manager.noticeHandler = { [manager] text in
-            notices.withLock { $0.append(text) }
+            notices.withLock { $0.append(text.message) }
             dispatchPrecondition(condition: .notOnQueue(manager.hub.control))
             Self.exercise(manager) { manager.stopAccelerometerUpdates() }
             try? manager.startMagnetometerUpdates()  // not available: an error, not a crash

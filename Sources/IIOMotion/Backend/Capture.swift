@@ -48,6 +48,8 @@ struct CaptureStatus: Sendable {
     var samplingFrequency: Double?
     /// Why the capture polls although buffering was wanted (announced once by the manager).
     var fallbackReason: String?
+    /// The failure that made buffering impossible, when the capture polls although buffering was wanted.
+    var fallbackCause: MotionError?
     /// Scans per refill (buffered), i.e. samples per wake-up.
     var samplesPerWakeup: Int
     /// The refill timeout in force, seconds.
@@ -200,7 +202,7 @@ final class DeviceCapture: Sendable {
             saved.restore(.buffer, context: context, device: device)
             saved.restore(.frequency, context: context, device: device)
         }
-        var fallback: String?
+        var fallback: (reason: String, cause: MotionError)?
         var configure = true
         if settings.preference != .polled {
             switch prepareBuffer(context: context, device: device, layout: layout, saved: &saved) {
@@ -222,7 +224,7 @@ final class DeviceCapture: Sendable {
                         reportSetup(.failure(error))
                         return
                     }
-                    fallback = reason
+                    fallback = (reason, error)
                 }
             case .failure(.fatal(let error)):
                 reportSetup(.failure(error))
@@ -233,7 +235,7 @@ final class DeviceCapture: Sendable {
                     reportSetup(.failure(error))
                     return
                 }
-                fallback = reason
+                fallback = (reason, error)
                 configure = !shared
             }
         }
@@ -271,8 +273,8 @@ final class DeviceCapture: Sendable {
             // another set of sensors (fxos8700: accelerometer, then with the magnetometer) is not
             // announced again.
             let reason = layout.scanElementIDs.isEmpty
-                ? "\(deviceText) has no buffer (no scan elements), so it can only be polled (use the polled mode)"
-                : "\(deviceText) has no scan elements for its \(settings.plans.map(\.info.kind.description).joined(separator: " and ")), so it can only be polled (use the polled mode)"
+                ? "\(deviceText) has no buffer (no scan elements), so it can only be polled"
+                : "\(deviceText) has no scan elements for its \(settings.plans.map(\.info.kind.description).joined(separator: " and ")), so it can only be polled"
             return .failure(.cannotBuffer(reason: reason, error: MotionError(code: .notAvailable, device: deviceText, detail: reason)))
         }
         let trigger: TriggerState
@@ -297,7 +299,7 @@ final class DeviceCapture: Sendable {
             switch e.rawValue {
             case EACCES, EPERM:
                 return .failure(.cannotBuffer(
-                    reason: "no permission to enable the buffer of \(deviceText) (install the udev rules with scripts/install-udev, or run as root)",
+                    reason: "no permission to enable the buffer of \(deviceText)",
                     error: error))
             case EBUSY:
                 return .failure(.cannotBuffer(
@@ -403,7 +405,7 @@ final class DeviceCapture: Sendable {
             if let e {
                 let error = MotionError.io(e.rawValue, call: "iio_device_set_trigger", device: deviceText, attribute: "trigger/current_trigger")
                 if e.rawValue == EACCES || e.rawValue == EPERM {
-                    return .failure(.cannotBuffer(reason: "no permission to set the trigger of \(deviceText) (install the udev rules with scripts/install-udev, or run as root)", error: error))
+                    return .failure(.cannotBuffer(reason: "no permission to set the trigger of \(deviceText)", error: error))
                 }
                 return .failure(.fatal(error))
             }
@@ -543,7 +545,7 @@ final class DeviceCapture: Sendable {
 
     // MARK: Polled mode
 
-    private func poll(context: IIOContext, device: Int, layout: DeviceLayout, fallback: String?, configure: Bool,
+    private func poll(context: IIOContext, device: Int, layout: DeviceLayout, fallback: (reason: String, cause: MotionError)?, configure: Bool,
                       saved: inout DeviceSettings) {
         // The same frequency rule as buffered capture: drivers at 0 or 1 Hz block sysfs reads for
         // seconds or answer with stale values. Without permission to write, the rate stays; while
@@ -551,8 +553,8 @@ final class DeviceCapture: Sendable {
         let rate = configureFrequencies(context: context, device: device, layout: layout, saved: &saved, configure: configure)
             ?? settings.plans.compactMap(\.info.samplingFrequency).filter { $0 > 0 }.max()
         let period = settings.interval > 0 ? settings.interval : max(0.001, 1 / (rate ?? 100))
-        reportSetup(.success(CaptureStatus(mode: .polled, samplingFrequency: rate, fallbackReason: fallback,
-                                           samplesPerWakeup: 1, timeout: 0)))
+        reportSetup(.success(CaptureStatus(mode: .polled, samplingFrequency: rate, fallbackReason: fallback?.reason,
+                                           fallbackCause: fallback?.cause, samplesPerWakeup: 1, timeout: 0)))
         var next = monotonicSeconds()
         var live = Array(settings.plans.indices)
         while !isStopping {

@@ -133,7 +133,7 @@ final class StreamHub: Sendable {
         var nextCaptureSerial = 0
         var timeout: Double?
         var preference: SensorMode.Preference = .auto
-        var noticeHandler: (@Sendable (String) -> Void)?
+        var noticeHandler: (@Sendable (MotionNotice) -> Void)?
         var announced: Set<String> = []
         /// Samples a batched consumer may have been handed and not yet handled before new batches
         /// are dropped (and counted) for it.
@@ -363,13 +363,15 @@ final class StreamHub: Sendable {
             state.withLock { $0.captures[id] = RunningCapture(capture: capture, key: key, serial: serial) }
             do throws(MotionError) {
                 let status = try capture.start()
-                let notice = state.withLock { s -> (@Sendable (String) -> Void)? in
+                let notice = state.withLock { s -> (@Sendable (MotionNotice) -> Void)? in
                     for k in kinds where !(s.sensors[k]?.consumers.isEmpty ?? true) { s.sensors[k]?.status = status }
                     if let reason = status.fallbackReason, s.announced.insert(reason).inserted { return s.noticeHandler }
                     return nil
                 }
                 if let notice, let reason = status.fallbackReason {
-                    let text = "Polling \(capture.deviceText) instead of streaming its buffer: \(reason)."
+                    let text = MotionNotice(sensors: kinds, device: capture.deviceText,
+                                            message: "Polling \(capture.deviceText) instead of streaming its buffer: \(reason).",
+                                            cause: status.fallbackCause)
                     noticeQueue.async { notice(text) }
                 }
                 return .success(())
