@@ -236,6 +236,24 @@ struct SilentDeviceTests {
         #expect(seconds < 15, "ended \(seconds) s after start")
     }
 
+    @Test("A scan-element type that cannot be decoded: polled, one note naming the file and its text (not 'no scan elements'), values right",
+          arguments: ["junk", "le:s12/24>>0"])
+    func unreadableScanType(_ type: String) throws {
+        let file = "/sys/bus/iio/devices/iio:device0/scan_elements/in_accel_x_type"
+        let r = try SimHarness.sim(["--fixture", "bmi160", "--set", "bmi160/scan_elements/in_accel_x_type=0"], script: """
+            printf '%s\\n' '\(type)' > '\(file)'
+            timeout 20 '\(Self.monitor)' --json --interval 0 --count 5 --sensor accelerometer
+            """)
+        #expect(r.status == 0, "\(r)")
+        let notes = r.stderr.split(separator: "\n").filter { $0.hasPrefix("note: ") }
+        #expect(notes.count == 1, "\(r)")
+        let note = notes.first.map(String.init) ?? ""
+        #expect(note.contains("scan_elements/in_accel_x_type (\"\(type)\"") && note.contains("is not a scan-element type that can be decoded"), "\(note)")
+        #expect(!note.contains("no scan elements"), "\(note)")
+        let lines = r.out.split(separator: "\n").compactMap { JSONReading(line: String($0)) }
+        #expect(lines.count == 5 && lines.allSatisfy { abs($0.z + 1) < 0.05 }, "\(r)")
+    }
+
     @Test("Ctrl-C while the device stays silent: motion-monitor ends at once")
     func interruptWhileSilent() throws {
         let r = try SimHarness.sim(["--fixture", "bmi160", "--no-irq", "bmi160"], script: """

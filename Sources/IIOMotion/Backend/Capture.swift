@@ -263,6 +263,17 @@ final class DeviceCapture: Sendable {
         var probe: Double?
     }
 
+    /// The text of a device's sysfs file that libiio does not expose as an attribute (the
+    /// scan elements' `_type` files), trimmed; nil unless the context is local and the file readable.
+    private static func localText(of file: String, device: String, context: IIOContext) -> String? {
+        guard context.backendName == "local", let f = fopen("/sys/bus/iio/devices/\(device)/\(file)", "r") else { return nil }
+        defer { fclose(f) }
+        var buffer = [UInt8](repeating: 0, count: 128)
+        let n = fread(&buffer, 1, buffer.count - 1, f)
+        let text = AttributeText.trimmed(String(decoding: buffer[..<n], as: UTF8.self))
+        return String(text.prefix(40).map { $0.isASCII && !$0.isWhitespace || $0 == " " ? $0 : "?" })
+    }
+
     /// The advice every "cannot stream without a trigger" reason ends with.
     private static let triggerAdvice = "wiring the sensor's interrupt line to the driver, or setting a trigger such as iio-trig-hrtimer in trigger/current_trigger, would enable buffered streaming"
 
@@ -272,6 +283,18 @@ final class DeviceCapture: Sendable {
             // One text per device whatever sensors this capture serves, so that a restart with
             // another set of sensors (fxos8700: accelerometer, then with the magnetometer) is not
             // announced again.
+            if let first = layout.unreadableTypes.first {
+                let files = layout.unreadableTypes.map { t in
+                    let file = "scan_elements/in_\(t.id)_type"
+                    let text = Self.localText(of: file, device: settings.plans[0].info.deviceID, context: context)
+                    let read = "\(t.format)"
+                    guard let text else { return "\(file) (read as \(read))" }
+                    return text == read ? "\(file) (\"\(text)\")" : "\(file) (\"\(text)\", read as \(read))"
+                }
+                let reason = "\(deviceText): \(files.joined(separator: " and ")) \(files.count == 1 ? "is not a scan-element type" : "are not scan-element types") that can be decoded, so it can only be polled"
+                return .failure(.cannotBuffer(reason: reason, error: MotionError(
+                    code: .invalidAttribute, device: deviceText, attribute: "scan_elements/in_\(first.id)_type", detail: reason)))
+            }
             let reason = layout.scanElementIDs.isEmpty
                 ? "\(deviceText) has no buffer (no scan elements), so it can only be polled"
                 : "\(deviceText) has no scan elements for its \(settings.plans.map(\.info.kind.description).joined(separator: " and ")), so it can only be polled"
@@ -617,6 +640,11 @@ struct DeviceLayout: Sendable {
         }
         timestampChannel = raw.channels.first { $0.kind == .timestamp && $0.scanIndex != nil }?.index
         scanElementIDs = raw.channels.filter { $0.scanIndex != nil }.map(\.id)
+        let kinds = Set(plans.map(\.info.kind.rawKind))
+        unreadableTypes = raw.channels.compactMap { c in
+            guard kinds.contains(c.kind), c.axis != nil, let f = c.unreadableFormat else { return nil }
+            return (c.id, f)
+        }
         let used = scanChannels.flatMap { $0 ?? [] } + (timestampChannel.map { [$0] } ?? [])
         scanBytes = used.reduce(0) { total, c in
             let f = formats[c]
@@ -627,6 +655,9 @@ struct DeviceLayout: Sendable {
     /// libiio's ids of every scan element of the device (`accel_x`, `timestamp`): destroying a
     /// buffer writes 0 to all their `_en` files, not only to those of the captured sensors.
     var scanElementIDs: [String]
+    /// The captured sensors' channels whose `scan_elements/*_type` libiio read as a layout no scan
+    /// can be decoded with, and what it read.
+    var unreadableTypes: [(id: String, format: ScanFormat)]
     /// Bytes of one scan of ``bufferChannels`` (an upper bound: each element padded to its size).
     var scanBytes: Int
 

@@ -82,7 +82,8 @@ final class IIOContext: @unchecked Sendable { // the pointer is immutable after 
                 hasRaw: cd.has_raw,
                 rawFile: cd.raw_filename.map { String(cString: $0) },
                 scanIndex: format != nil && cd.scan_index >= 0 ? cd.scan_index : nil,
-                format: format))
+                format: format,
+                unreadableFormat: format == nil ? parsed : nil))
         }
         return RawDevice(
             index: index,

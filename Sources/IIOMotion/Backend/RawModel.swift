@@ -32,6 +32,9 @@ struct RawChannel: Sendable {
     var scanIndex: Int?
     /// Buffer data format, if the channel is a scan element.
     var format: ScanFormat?
+    /// The format libiio read from the channel's `scan_elements/*_type` when it is not one a scan
+    /// can be decoded with (see ``ScanFormat/isDecodable``): the channel is then no scan element.
+    var unreadableFormat: ScanFormat?
 }
 
 /// The layout of one scan element (`scan_elements/<ch>_type`), kept for buffered decoding.
@@ -60,5 +63,12 @@ extension ScanFormat {
     var isDecodable: Bool {
         [8, 16, 32, 64].contains(storageBits) && `repeat` >= 1
             && realBits >= 1 && shift >= 0 && realBits <= storageBits - shift
+    }
+}
+
+extension ScanFormat: CustomStringConvertible {
+    /// The fields in the kernel ABI's spelling, `le:s12/16>>4` (real bits / storage bits).
+    var description: String {
+        "\(isBigEndian ? "be" : "le"):\(isSigned ? "s" : "u")\(realBits)/\(storageBits)\(`repeat` > 1 ? "X\(`repeat`)" : "")>>\(shift)"
     }
 }
