@@ -210,6 +210,12 @@ struct OutageTests {
         _ = FleetTests.wait(collector, seconds: 5)
         let all = FleetTests.rows("\(dir)/all.csv")
         #expect(all.count == expected, "the collector has \(all.count) rows, the boards logged \(expected)")
+        if all.count != expected {
+            // What the broker and the collector said about the collector's connection.
+            let brokerLog = broker.log.split(separator: "\n").filter { $0.contains("outage-test") || $0.contains("rror") }.suffix(30)
+            let collectErr = (try? String(contentsOfFile: "\(dir)/collect.err", encoding: .utf8)) ?? ""
+            Issue.record("broker log (collector lines):\n\(brokerLog.joined(separator: "\n"))\nmotion-collect stderr:\n\(collectErr.suffix(1500))")
+        }
         for n in 11...12 {
             let mine = all.filter { $0.hasPrefix("b\(n),") }.map { $0.dropFirst(4) }
             let log = FleetTests.rows("\(dir)/b\(n)/log.csv")

@@ -1,0 +1,24 @@
+internal import Glibc
+
+/// `current_timestamp_clock` names.
+enum ClockNames {
+    static func clock(_ name: String) -> clockid_t? {
+        switch name {
+        case "realtime": CLOCK_REALTIME
+        case "monotonic": CLOCK_MONOTONIC
+        case "monotonic_raw": CLOCK_MONOTONIC_RAW
+        case "realtime_coarse": CLOCK_REALTIME_COARSE
+        case "monotonic_coarse": CLOCK_MONOTONIC_COARSE
+        case "boottime": CLOCK_BOOTTIME
+        case "tai": CLOCK_TAI
+        default: nil
+        }
+    }
+}
+
+/// Nanoseconds on `clock`.
+func nanoseconds(_ clock: clockid_t) -> Int64 {
+    var ts = timespec()
+    clock_gettime(clock, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}
