@@ -8,6 +8,9 @@ _motion_monitor() {
         --sensor) COMPREPLY=($(compgen -W "accelerometer gyroscope magnetometer motion all" -- "$cur")); return ;;
         --reference-frame) COMPREPLY=($(compgen -W "arbitrary corrected north" -- "$cur")); return ;;
         --mode) COMPREPLY=($(compgen -W "auto buffered polled" -- "$cur")); return ;;
+        --csv-rotate) COMPREPLY=($(compgen -W "daily 10M 100M 1G" -- "$cur")); return ;;
+        --sighup) COMPREPLY=($(compgen -W "end reopen" -- "$cur")); return ;;
+        --keep) return ;;
         --uri) COMPREPLY=($(compgen -W "local: ip:" -- "$cur")); return ;;
         --device)
             # The devices with motion sensors, by id, label and driver name, read from sysfs.
@@ -26,7 +29,7 @@ _motion_monitor() {
         --interval|--rate|--count|--duration|--board) return ;;
     esac
     COMPREPLY=($(compgen -W "--list --once --json --si --uri --device --sensor --reference-frame --interval --rate --count
-        --duration --mode --csv --force --append --quiet --no-color --verbose --help --version --mqtt --board
+        --duration --mode --csv --force --append --csv-rotate --keep --sighup --quiet --no-color --verbose --help --version --mqtt --board
         --mqtt-format --mqtt-ca-file --mqtt-cert --mqtt-key --mqtt-spool --mqtt-require" -- "$cur"))
 }
 complete -F _motion_monitor motion-monitor

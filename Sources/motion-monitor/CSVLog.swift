@@ -261,9 +261,29 @@ struct GapCounter: Equatable, Sendable {
 /// Confinement: created on the main thread, then used only on the session's queue (every entry
 /// point checks it), so it needs no lock.
 final class CSVLog: @unchecked Sendable { // mutable state is touched only on `queue` after init (dispatchPrecondition)
-    /// What the log is called in messages: the path, or `stdout`.
-    let name: String
-    private let fd: Int32
+    /// When a log file gives way to a new one (`--csv-rotate`).
+    enum Rotation: Equatable, Sendable {
+        /// Before a batch would take the file past this many bytes (a file holds at least one batch).
+        case size(Int64)
+        /// At the first batch after local midnight.
+        case daily
+
+        /// `daily`, or a size: bytes, or a number with K, M or G (powers of 1024), e.g. `10M`.
+        init?(parsing text: String) {
+            if text == "daily" { self = .daily; return }
+            let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+            var digits = Substring(text)
+            var unit: Int64 = 1
+            if let last = text.last?.uppercased().first, let u = units[last] { unit = u; digits = digits.dropLast() }
+            guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int64(digits),
+                  n > 0, n <= Int64.max / unit else { return nil }
+            self = .size(n * unit)
+        }
+    }
+
+    /// What the log is called in messages: the path of the file being written, or `stdout`.
+    private(set) var name: String
+    private var fd: Int32
     /// stdout's channel when the log goes there.
     private let channel: OutputChannel?
     private let closeWhenDone: Bool
@@ -277,6 +297,19 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     private var gaps: [SensorKind: GapCounter] = [:]
     /// Why the log stopped, if a write failed.
     private(set) var failure: String?
+    /// The `--csv` path: the file itself, or with rotation the name the files are named after.
+    private let base: String
+    private let rotation: Rotation?
+    /// How many rotated files to keep (the oldest are removed), nil for all.
+    private let keep: Int?
+    /// The local day the current rotated file was started on (year × 1000 + day of the year).
+    private var day: Int32 = 0
+    /// When the current rotated file was started (the second of its name) and its counter.
+    private var lastStart: (time: time_t, attempt: Int)?
+        /// Every file this log wrote to, oldest first.
+    private(set) var files: [String] = []
+    /// Says something on stderr (a file removed by `--keep` that could not be).
+    private let note: @Sendable (String) -> Void
 
     /// Why a log could not be opened, with the exit status to end with.
     struct OpenError: Error, Equatable {
@@ -291,10 +324,19 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     ///   - append: add to a file that exists.
     ///   - queue: the queue every later call comes from.
     ///   - stdout: stdout's channel, which `-` writes through (without one, `-` writes fd 1 itself).
+    ///   - rotation: start a new file, named by the time, at a size or a day (``Rotation``); the
+    ///     first file too is named so.
+    ///   - keep: with rotation, how many files to keep.
+    ///   - note: where a problem that does not stop the log is said.
     /// - Throws: ``OpenError``: the file exists (73), cannot be created (73), or does not hold a
     ///   log (73, with `--append`); the header could not be written (74).
-    init(path: String, force: Bool, append: Bool, queue: DispatchQueue, stdout: OutputChannel? = nil) throws(OpenError) {
+    init(path: String, force: Bool, append: Bool, queue: DispatchQueue, stdout: OutputChannel? = nil,
+         rotation: Rotation? = nil, keep: Int? = nil, note: @escaping @Sendable (String) -> Void = { _ in }) throws(OpenError) {
         self.queue = queue
+        base = path
+        self.rotation = path == "-" ? nil : rotation
+        self.keep = keep
+        self.note = note
         if path == "-" {
             name = "stdout"
             fd = STDOUT_FILENO
@@ -306,6 +348,15 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
         }
         name = path
         channel = nil
+        if self.rotation != nil {
+            closeWhenDone = true
+            fd = -1
+            if let problem = startFile() {
+                throw OpenError(message: "\(MonitorOptions.commandName): \(problem)", status: ExitStatus.cannotCreate)
+            }
+            return
+        }
+        files = [path]
         var flags = O_WRONLY | O_CREAT | O_CLOEXEC
         flags |= append ? O_APPEND : (force ? O_TRUNC : O_EXCL)
         if append { flags = (flags & ~O_WRONLY) | O_RDWR } // to check the header of what is there
@@ -392,6 +443,10 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
             if channel.append(Array(bytes), tag: kind.tag, items: samples.count) { rows[kind, default: 0] += samples.count }
             return true
         }
+        if rotationDue(adding: bytes.count), let problem = startFile() {
+            failure = problem
+            return false
+        }
         if let problem = write(bytes) {
             // Keep whole rows only: cut the file back to after the last newline that made it out.
             failure = "writing \(name) failed: \(problem)"
@@ -476,10 +531,169 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
         return g.period == nil ? nil : g.missing
     }
 
+    // MARK: Rotation and reopening
+
+    /// Whether the next batch (of `bytes`) goes to a new file.
+    private func rotationDue(adding bytes: Int) -> Bool {
+        switch rotation {
+        case nil: false
+        case .size(let limit)?: (committed ?? 0) > Int64(CSVFormat.header.utf8.count + 1) && (committed ?? 0) + Int64(bytes) > limit
+        case .daily?: Self.today() != day
+        }
+    }
+
+    /// Year × 1000 + day of the year, local time.
+    private static func today() -> Int32 {
+        var now = time(nil)
+        var parts = tm()
+        localtime_r(&now, &parts)
+        return (parts.tm_year + 1900) * 1000 + parts.tm_yday
+    }
+
+    /// The folder (with its slash, or empty), the stem and the extension (with its dot, or
+    /// empty) of a `--csv` path.
+    private static func parts(of base: String) -> (folder: String, stem: String, ext: String) {
+        let slash = base.lastIndex(of: "/")
+        let file = slash.map { base[base.index(after: $0)...] } ?? base[...]
+        let dot = file.lastIndex(of: ".").flatMap { $0 == file.startIndex ? nil : $0 }
+        return (slash.map { String(base[...$0]) } ?? "", String(dot.map { file[..<$0] } ?? file), String(dot.map { file[$0...] } ?? ""))
+    }
+
+    /// `ride-20261201T134501.csv` for `ride.csv` (local time; `_002`, `_003` … before the
+    /// extension when that name is taken, so that the names sort as the files were started).
+    static func rotatedName(base: String, time: time_t, attempt: Int) -> String {
+        let (folder, stem, ext) = parts(of: base)
+        var t = time
+        var fields = tm()
+        localtime_r(&t, &fields)
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        let stamp = "\(fields.tm_year + 1900)\(two(fields.tm_mon + 1))\(two(fields.tm_mday))T\(two(fields.tm_hour))\(two(fields.tm_min))\(two(fields.tm_sec))"
+        let counter = attempt > 1 ? "_" + String(repeating: "0", count: max(0, 3 - String(attempt).count)) + String(attempt) : ""
+        return folder + stem + "-" + stamp + counter + ext
+    }
+
+    /// The stamp and attempt of a file name (in the base's folder) that
+    /// ``rotatedName(base:time:attempt:)`` made for this base, or nil.
+    static func rotatedKey(_ file: String, base: String) -> (stamp: String, attempt: Int)? {
+        let (_, stem, ext) = parts(of: base)
+        let prefix = stem + "-"
+        guard file.hasPrefix(prefix), file.hasSuffix(ext), file.count >= prefix.count + 15 + ext.count else { return nil }
+        let middle = file.dropFirst(prefix.count).dropLast(ext.count)
+        let stamp = middle.prefix(15)
+        guard stamp.enumerated().allSatisfy({ i, c in i == 8 ? c == "T" : c.isASCII && c.isNumber }) else { return nil }
+        let rest = middle.dropFirst(15)
+        if rest.isEmpty { return (String(stamp), 1) }
+        guard rest.first == "_", rest.count == 4, let n = Int(rest.dropFirst()), n > 1 else { return nil }
+        return (String(stamp), n)
+    }
+
+    /// Starts the next rotated file (named by the time now, with its header), then closes the
+    /// one before (made durable first) and removes the oldest beyond `--keep`.
+    /// - Returns: nil, or what went wrong (the log then stops; the file before stays whole).
+    private func startFile() -> String? {
+        // Names sort as the files were started: within the second of the last file (or when the
+        // clock went back) the counter goes on from that file's, even when --keep removed it.
+        var now = time(nil)
+        var first = 1
+        if let last = lastStart, now <= last.time { now = last.time; first = last.attempt + 1 }
+        var path = ""
+        var opened: Int32 = -1
+        var attempt = first
+        while attempt <= 999 {
+            path = Self.rotatedName(base: base, time: now, attempt: attempt)
+            opened = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+            if opened >= 0 || errno != EEXIST { break }
+            attempt += 1
+        }
+        if attempt > 999 { return "cannot create another file of \(base) in the second \(Self.rotatedName(base: base, time: now, attempt: 1)) was started: 999 already." }
+        guard opened >= 0 else {
+            let e = errno
+            return "cannot create \(path): \(errnoDescription(e))."
+        }
+        let header = Array((CSVFormat.header + "\n").utf8)
+        let previous = fd
+        fd = opened
+        if let problem = write(header) {
+            _ = Glibc.close(opened)
+            _ = unlink(path)
+            fd = previous
+            return "writing the header of \(path) failed: \(problem)."
+        }
+        if previous >= 0 {
+            _ = fsync(previous)
+            _ = Glibc.close(previous)
+        }
+        name = path
+        lastStart = (now, attempt)
+        committed = Int64(header.count)
+        day = Self.today()
+        files.append(path)
+        prune()
+        return nil
+    }
+
+    /// Removes the oldest rotated files of this base beyond `--keep` (never the current one).
+    private func prune() {
+        guard let keep else { return }
+        let folder = Self.parts(of: base).folder
+        guard let dir = opendir(folder.isEmpty ? "." : folder) else { return }
+        var found: [(key: (stamp: String, attempt: Int), name: String)] = []
+        while let entry = readdir(dir) {
+            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if let key = Self.rotatedKey(entryName, base: base) { found.append((key, entryName)) }
+        }
+        closedir(dir)
+        found.sort { $0.key.stamp != $1.key.stamp ? $0.key.stamp < $1.key.stamp : $0.key.attempt < $1.key.attempt }
+        for old in found.dropLast(keep) {
+            let path = folder + old.name
+            if path == name { continue }
+            if unlink(path) != 0 {
+                note("\(MonitorOptions.commandName): --keep \(keep): cannot remove \(path): \(errnoDescription(errno)).")
+            }
+        }
+    }
+
+    /// Reopens the log (SIGHUP, after logrotate moved the file away): the `--csv` path again,
+    /// created with a header if it is not there, appended to if it is; with rotation, the next
+    /// file. Rows of the batches before are in the file before, whole.
+    /// - Returns: nil, or what went wrong (the log then stops).
+    @discardableResult
+    func reopen() -> String? {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard channel == nil, failure == nil else { return failure }
+        if rotation != nil {
+            if let problem = startFile() { failure = problem }
+            return failure
+        }
+        let opened = open(base, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o666)
+        guard opened >= 0 else {
+            failure = "reopening \(base) failed: \(errnoDescription(errno))"
+            return failure
+        }
+        _ = fsync(fd)
+        _ = Glibc.close(fd)
+        fd = opened
+        var info = stat()
+        let regular = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+        committed = regular ? Int64(info.st_size) : nil
+        if !regular || info.st_size == 0 {
+            let header = Array((CSVFormat.header + "\n").utf8)
+            if let problem = write(header) {
+                failure = "writing the header of \(base) failed: \(problem)"
+                return failure
+            }
+            if committed != nil { committed! += Int64(header.count) }
+        }
+        files.append(base)
+        return nil
+    }
+
     /// Makes the file durable and closes it (not stdout).
     func close() {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard closeWhenDone else { return }
+        guard closeWhenDone, fd >= 0 else { return }
         _ = fsync(fd)
         _ = Glibc.close(fd)
     }

@@ -132,6 +132,12 @@ struct MonitorOptions: Equatable, Sendable {
     var force = false
     /// `--append`: add rows to a `--csv` file that exists, without a second header.
     var append = false
+    /// `--csv-rotate`: start a new log file, named by the time, at a size or at midnight.
+    var csvRotate: CSVLog.Rotation?
+    /// `--keep`: with `--csv-rotate`, how many log files to keep (the oldest are removed).
+    var keep: Int?
+    /// `--sighup reopen`: SIGHUP reopens the log file (logrotate's convention) instead of ending the run.
+    var sighupReopens = false
     /// `--no-color`: no colour in the live view (as `NO_COLOR` in the environment).
     var noColor = false
     /// `--quiet`: no readings on stdout (with `--csv FILE`, the log is the only output).
@@ -284,6 +290,22 @@ struct MonitorOptions: Equatable, Sendable {
                 csv = value
             case .force: force = true
             case .append: append = true
+            case .csvRotate:
+                guard let value, let rotation = CSVLog.Rotation(parsing: value) else {
+                    throw UsageError("invalid value '\(value ?? "")' for '--csv-rotate' (expected daily, or a size such as 10M, 512K or 1G)")
+                }
+                csvRotate = rotation
+            case .keep:
+                guard let value, value.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int(value), n >= 1 else {
+                    throw UsageError("invalid value '\(value ?? "")' for '--keep' (expected a whole number of at least 1)")
+                }
+                keep = n
+            case .sighup:
+                switch value {
+                case "end": sighupReopens = false
+                case "reopen": sighupReopens = true
+                default: throw UsageError("invalid value '\(value ?? "")' for '--sighup' (expected one of: end, reopen)")
+                }
             case .noColor: noColor = true
             case .quiet: quiet = true
             case .mqtt:
@@ -331,9 +353,16 @@ struct MonitorOptions: Equatable, Sendable {
         if force && append {
             throw UsageError("'--force' and '--append' cannot be used together (--force replaces the file, --append adds to it)")
         }
-        for (flag, set) in [("--force", force), ("--append", append)] where set {
+        for (flag, set) in [("--force", force), ("--append", append), ("--csv-rotate", csvRotate != nil),
+                            ("--keep", keep != nil), ("--sighup reopen", sighupReopens)] where set {
             guard let csv else { throw UsageError("'\(flag)' applies to the log file and needs '--csv <file>'") }
             if csv == "-" { throw UsageError("'\(flag)' applies to a log file, not to '--csv -' (stdout)") }
+        }
+        if keep != nil && csvRotate == nil {
+            throw UsageError("'--keep' counts the files of '--csv-rotate', and needs it")
+        }
+        if csvRotate != nil && (force || append) {
+            throw UsageError("'--csv-rotate' starts new files named by the time, so '\(force ? "--force" : "--append")' does not apply")
         }
         if csv != nil && sensor == .motion {
             throw UsageError("'--csv' logs sensor samples as timestamp,sensor,device,x,y,z, which device motion does not fit; record device motion with '--json'")
@@ -381,7 +410,7 @@ extension MonitorOptions {
     enum Effect: Equatable, Sendable {
         case mode(Mode), json, si, uri, device, sensor, referenceFrame
         case interval, rate, count, duration, captureMode, verbose
-        case csv, force, append, noColor, quiet
+        case csv, force, append, csvRotate, keep, sighup, noColor, quiet
         case mqtt, board, mqttFormat, mqttCAFile, mqttCertificate, mqttKey, mqttSpool, mqttRequire
     }
 
@@ -395,7 +424,7 @@ extension MonitorOptions {
         /// Whether the option only makes sense for the continuous view (not with `--once` or `--list`).
         var continuousOnly: Bool {
             switch effect {
-            case .interval, .rate, .count, .duration, .captureMode, .csv, .force, .append, .quiet: true
+            case .interval, .rate, .count, .duration, .captureMode, .csv, .force, .append, .csvRotate, .keep, .sighup, .quiet: true
             case .mqtt, .board, .mqttFormat, .mqttCAFile, .mqttCertificate, .mqttKey, .mqttSpool, .mqttRequire: true
             default: false
             }
@@ -446,6 +475,13 @@ extension MonitorOptions {
              effect: .csv),
         Spec(names: ["--force"], help: "Let --csv replace a file that exists.", effect: .force),
         Spec(names: ["--append"], help: "Add rows to the --csv file if it exists, without a second header.", effect: .append),
+        Spec(names: ["--csv-rotate"], valueName: "when",
+             help: "Log to a series of files named after --csv and the local time they were started (ride.csv: ride-20261201T134501.csv, ride-20261201T134501_002.csv for a second one in the same second, …), each whole with its own header, none of them split mid-batch: a new one when the next batch would take the file past a size (10M, 512K, 1G or bytes), or at the first batch after midnight with daily.",
+             effect: .csvRotate),
+        Spec(names: ["--keep"], valueName: "n", help: "With --csv-rotate, keep the n newest files and remove the older ones (default: keep all).", effect: .keep),
+        Spec(names: ["--sighup"], valueName: "action",
+             help: "What SIGHUP does: end (end the run, as a hangup) or reopen (reopen the --csv file, created anew if it was moved away, as logrotate expects; with --csv-rotate, start the next file) (default: end).",
+             effect: .sighup),
         Spec(names: ["--mqtt"], valueName: "url",
              help: "Also publish every sample to an MQTT broker, mqtt[s]://[user[:password]@]host[:port]/PREFIX, at QoS 1, one message per sensor per batch on PREFIX/<board>/<sensor>, with a retained PREFIX/<board>/status. While the broker is away samples wait, in order, in memory and then in a spool file, and are sent when it is back (motion-collect gathers every board into one log).",
              effect: .mqtt),
@@ -481,8 +517,8 @@ extension MonitorOptions {
             "",
             "USAGE: \(commandName) [--list | --once] [--json] [--si] [--uri <uri>] [--device <device>] [--sensor <sensor>]",
             "                      [--reference-frame <frame>] [--interval <seconds>] [--rate <hz>] [--count <n>]",
-            "                      [--duration <seconds>] [--mode <mode>] [--csv <file> [--force | --append]] [--quiet]",
-            "                      [--no-color] [--verbose]",
+            "                      [--duration <seconds>] [--mode <mode>] [--csv <file> [--force | --append]]",
+            "                      [--csv-rotate <when> [--keep <n>]] [--sighup end|reopen] [--quiet] [--no-color] [--verbose]",
             "",
             "  Without --list or --once, streams readings (by default the newest, ten times a second) until",
             "  --count or --duration is reached or it is interrupted (Ctrl-C or SIGTERM end it with status 0).",

@@ -449,7 +449,8 @@ final class WatchSession: Sendable {
         let closed = out.outcome == .closed
         func rows(_ kind: SensorKind) -> Int { log.isStdout ? out.written[kind.tag] ?? 0 : log.rowsWritten(kind) }
         let total = statistics.reduce(0) { $0 + rows($1.0) }
-        var lines = ["\(MonitorOptions.commandName): logged \(total) samples to \(log.name)"]
+        let files = log.files.count > 1 ? "\(log.files.count) files, \(log.files.first!) to \(log.files.last!)" : log.name
+        var lines = ["\(MonitorOptions.commandName): logged \(total) samples to \(files)"]
         var kernelDrops = false
         for (kind, stats) in statistics {
             let rows = rows(kind)

@@ -84,7 +84,8 @@ enum Watch {
         var log: CSVLog?
         if let path = options.csv {
             do throws(CSVLog.OpenError) {
-                log = try CSVLog(path: path, force: options.force, append: options.append, queue: queue, stdout: io.stdout)
+                log = try CSVLog(path: path, force: options.force, append: options.append, queue: queue, stdout: io.stdout,
+                                 rotation: options.csvRotate, keep: options.keep, note: { [io] in io.error($0) })
             } catch {
                 io.error(error.message)
                 return io.end(error.status)
@@ -133,6 +134,12 @@ enum Watch {
             }
             let (signal, sender) = waitForSignalAndSender(in: &signals, seconds: timeout)
             switch signal {
+            case SIGHUP where options.sighupReopens:
+                // logrotate moved the file away: rows so far are in it, the next batch goes to the new one.
+                queue.async { [log] in
+                    if let log, let problem = log.reopen() { session.report("\(MonitorOptions.commandName): \(problem)") }
+                    else if options.verbose, let log { session.report("\(MonitorOptions.commandName): SIGHUP: logging to \(log.name)") }
+                }
             case SIGINT, SIGTERM, SIGHUP:
                 first = (signal, sender, monotonicSeconds())
                 break waiting

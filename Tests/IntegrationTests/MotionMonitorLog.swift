@@ -32,8 +32,9 @@ enum LogCheck {
     /// - Parameters:
     ///   - streamLog: iio-sim's `--stream-log` folder.
     ///   - sysfs: the device files, from ``SimHarness/sysfsFiles(dump:)``.
+    ///   - tail: the rows are the last samples streamed (what `--keep` left), not the first.
     static func compare(_ rows: [CSVRow], streamLog: String, sysfs: [String: [String: String]], sensor: String,
-                        exact: Bool = true) throws {
+                        exact: Bool = true, tail: Bool = false) throws {
         guard let device = rows.first?.device else { return }
         let type = sensor == "accelerometer" ? "accel" : "anglvel"
         var stream: [(raw: [Int64], ns: Int64?)] = []
@@ -50,7 +51,10 @@ enum LogCheck {
                 stream.append((axes.map { $0.type.decode(raw, at: base + $0.offset) }, ts.map { $0.type.decode(raw, at: base + $0.offset) }))
             }
         }
-        if exact {
+        if tail {
+            #expect(rows.count <= stream.count, "\(sensor): \(rows.count) rows, only \(stream.count) samples streamed")
+            stream = Array(stream.suffix(rows.count))
+        } else if exact {
             #expect(rows.count == stream.count, "\(sensor): \(rows.count) rows, \(stream.count) samples streamed (written minus unread)")
         } else {
             #expect(rows.count <= stream.count, "\(sensor): \(rows.count) rows, only \(stream.count) samples streamed")

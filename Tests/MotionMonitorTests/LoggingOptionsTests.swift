@@ -220,3 +220,48 @@ struct CSVTests {
         }
     }
 }
+
+@Suite("--csv-rotate, --keep, --sighup")
+struct RotationOptionsTests {
+    @Test("Sizes and daily parse; nonsense does not")
+    func parsing() {
+        #expect(CSVLog.Rotation(parsing: "daily") == .daily)
+        #expect(CSVLog.Rotation(parsing: "100000") == .size(100_000))
+        #expect(CSVLog.Rotation(parsing: "512K") == .size(512 << 10) && CSVLog.Rotation(parsing: "10m") == .size(10 << 20))
+        #expect(CSVLog.Rotation(parsing: "1G") == .size(1 << 30))
+        for bad in ["", "0", "K", "-5M", "1.5M", "10Q", "weekly", "99999999999999999999G"] {
+            #expect(CSVLog.Rotation(parsing: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test("The options and their rules")
+    func options() throws {
+        let o = try MonitorOptions(arguments: ["--csv", "ride.csv", "--csv-rotate", "daily", "--keep", "14", "--sighup", "reopen"])
+        #expect(o.csvRotate == .daily && o.keep == 14 && o.sighupReopens)
+        #expect(try !MonitorOptions(arguments: ["--csv", "ride.csv", "--sighup", "end"]).sighupReopens)
+        for args in [["--keep", "3", "--csv", "a.csv"], ["--csv", "a.csv", "--csv-rotate", "1M", "--force"],
+                     ["--csv", "-", "--sighup", "reopen"], ["--csv-rotate", "1M"], ["--csv", "a.csv", "--keep", "0", "--csv-rotate", "1M"]] {
+            #expect(throws: UsageError.self, "\(args)") { try MonitorOptions(arguments: args) }
+        }
+    }
+
+    @Test("Rotated names: stem, local time, a counter that sorts, the extension; only ours are recognised")
+    func names() {
+        var parts = tm()
+        parts.tm_year = 2026 - 1900; parts.tm_mon = 11; parts.tm_mday = 1; parts.tm_hour = 9; parts.tm_min = 5; parts.tm_sec = 7
+        parts.tm_isdst = -1
+        let t = mktime(&parts)
+        #expect(CSVLog.rotatedName(base: "/var/log/ride.csv", time: t, attempt: 1) == "/var/log/ride-20261201T090507.csv")
+        #expect(CSVLog.rotatedName(base: "ride.csv", time: t, attempt: 2) == "ride-20261201T090507_002.csv")
+        #expect(CSVLog.rotatedName(base: "logs/motion", time: t, attempt: 1) == "logs/motion-20261201T090507")
+        #expect(CSVLog.rotatedName(base: ".hidden", time: t, attempt: 1) == ".hidden-20261201T090507")
+        let names = (1...12).map { CSVLog.rotatedName(base: "ride.csv", time: t, attempt: $0) }
+        #expect(names.sorted() == names, "name order is start order within one second")
+        #expect(CSVLog.rotatedKey("ride-20261201T090507_012.csv", base: "/x/ride.csv")! == ("20261201T090507", 12))
+        #expect(CSVLog.rotatedKey("ride-20261201T090507.csv", base: "ride.csv")! == ("20261201T090507", 1))
+        for other in ["ride.csv", "ride-2026.csv", "ride-20261201T090507.csv.1", "ride-20261201T090507-2.csv", "rides-20261201T090507.csv",
+                      "ride-20261201X090507.csv", "ride-20261201T090507_1.csv"] {
+            #expect(CSVLog.rotatedKey(other, base: "ride.csv") == nil, "\(other)")
+        }
+    }
+}

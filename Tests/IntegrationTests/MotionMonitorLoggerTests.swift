@@ -1,0 +1,150 @@
+import Foundation
+import Glibc
+import IIOSimKit
+import Testing
+
+// motion-monitor as a long-running logger, inside iio-sim at 1.6 kHz: `--csv-rotate` at a small
+// size, `--keep`, and `--sighup reopen` after the file was moved away (logrotate's way). Every time
+// the files, read in order, are compared with every sample the simulator streamed
+// (`iio-sim --stream-log`, see LogCheck): none lost or repeated at a switch, each file whole.
+
+/// Motion that makes every sample different.
+private let moving = ["--motion", "rotate:axis=z,dps=90", "--accel-noise", "0.05", "--gyro-noise", "0.01"]
+
+@Suite("motion-monitor as a logger: --csv-rotate, --keep, --sighup reopen", .serialized, .timeLimit(.minutes(10)),
+       .enabled(if: SimHarness.monitorReady("logger tests")))
+struct MotionMonitorLoggerTests {
+    static let monitor = SimHarness.product("motion-monitor")
+
+    /// One run: `inner` (shell text, `$MM` is motion-monitor, `$DIR` the log folder) inside iio-sim.
+    struct Run {
+        var result: SimHarness.Result
+        var sysfs: [String: [String: String]]
+        var streamLog: String
+        var folder: String
+
+        /// The files in the folder, by name (the rotated names sort by their time).
+        var files: [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.hasSuffix(".csv") || $0.contains(".csv.") }
+        }
+
+        func log(_ name: String) -> CSVLogFile {
+            CSVLogFile(text: (try? String(contentsOfFile: folder + "/" + name, encoding: .utf8)) ?? "")
+        }
+
+        func remove() {
+            try? FileManager.default.removeItem(atPath: streamLog)
+            try? FileManager.default.removeItem(atPath: folder)
+        }
+    }
+
+    static func run(_ inner: String) throws -> Run {
+        let folder = try SimHarness.temporaryDirectory()
+        let streamLog = try SimHarness.temporaryDirectory()
+        let script = LogCheck.script(["/bin/sh", "-c", "MM='\(monitor)'; DIR='\(folder)'; " + inner])
+        let r = try SimHarness.sim(["--fixture", "bmi160", "--stream-log", streamLog] + moving, script: script)
+        let dump = r.out.components(separatedBy: LogCheck.marker + "\n").first ?? ""
+        return Run(result: r, sysfs: SimHarness.sysfsFiles(dump: dump), streamLog: streamLog, folder: folder)
+    }
+
+    /// The rows of `files`, in that order, equal the stream, sensor by sensor; each file is whole.
+    static func checkSeries(_ run: Run, _ files: [String]) throws {
+        var rows: [CSVRow] = []
+        for name in files {
+            let log = run.log(name)
+            #expect(log.headerOK && log.bad.isEmpty && log.endsWithNewline, "\(name): header \(log.headerOK), bad rows \(log.bad.prefix(2))")
+            rows += log.rows
+        }
+        for sensor in ["accelerometer", "gyroscope"] {
+            let mine = rows.filter { $0.sensor == sensor }
+            #expect(mine.count > 1600, "\(sensor): \(mine.count) rows")
+            try LogCheck.compare(mine, streamLog: run.streamLog, sysfs: run.sysfs, sensor: sensor)
+        }
+    }
+
+    /// `ride-20261201T134501.csv`, `ride-20261201T134501_002.csv`, …: the names, in name order, are
+    /// the order the files were started in.
+    static func series(_ names: [String]) -> [String] {
+        names.filter { name in
+            let middle = name.dropFirst("ride-".count).dropLast(".csv".count)
+            return name.hasPrefix("ride-") && name.hasSuffix(".csv") && (middle.count == 15 || middle.count == 19 && middle.dropFirst(15).first == "_")
+        }.sorted()
+    }
+
+    @Test("--csv-rotate 64K at 1.6 kHz: a series of whole files named by the time, each with its header, together the stream exactly")
+    func rotateBySize() throws {
+        let r = try Self.run(#""$MM" --csv "$DIR/ride.csv" --csv-rotate 64K --interval 0 --rate 1600 --duration 3 --quiet"#)
+        defer { r.remove() }
+        #expect(r.result.status == 0, "\(r.result)")
+        let files = Self.series(r.files)
+        #expect(files.count >= 5 && files.count == r.files.count, "files: \(r.files)")
+        #expect(!FileManager.default.fileExists(atPath: r.folder + "/ride.csv"), "the base name itself is not written")
+        for name in files.dropLast() {
+            let size = (try? FileManager.default.attributesOfItem(atPath: r.folder + "/" + name)[.size] as? Int) ?? 0
+            #expect(size <= 64 * 1024 && size > 32 * 1024, "\(name): \(size) bytes")
+        }
+        try Self.checkSeries(r, files)
+        #expect(r.result.stderr.contains("logged ") && r.result.stderr.contains(" samples to \(files.count) files, \(r.folder)/\(files[0]) to \(r.folder)/\(files.last!)"),
+                "\(r.result.stderr)")
+    }
+
+    @Test("--keep 3: the three newest files remain, whole, holding the last samples streamed")
+    func keepNewest() throws {
+        let r = try Self.run(#""$MM" --csv "$DIR/ride.csv" --csv-rotate 64K --keep 3 --interval 0 --rate 1600 --duration 3 --quiet"#)
+        defer { r.remove() }
+        #expect(r.result.status == 0, "\(r.result)")
+        let files = Self.series(r.files)
+        #expect(files.count == 3 && r.files.count == 3, "files: \(r.files)")
+        let summary = r.result.stderr.split(separator: "\n").first { $0.contains("samples to ") && $0.contains(" files, ") } ?? ""
+        #expect(summary.hasSuffix(" to \(r.folder)/\(files.last ?? "?")"), "\(r.result.stderr)")
+        // The files kept are whole and hold the last samples streamed, in order, none missing.
+        var rows: [CSVRow] = []
+        for name in files {
+            let log = r.log(name)
+            #expect(log.headerOK && log.bad.isEmpty && log.endsWithNewline, "\(name)")
+            rows += log.rows
+        }
+        for sensor in ["accelerometer", "gyroscope"] {
+            let mine = rows.filter { $0.sensor == sensor }
+            #expect(mine.count > 500, "\(sensor): \(mine.count) rows")
+            try LogCheck.compare(mine, streamLog: r.streamLog, sysfs: r.sysfs, sensor: sensor, tail: true)
+        }
+    }
+
+    @Test("--sighup reopen after the file was moved away: a new file with its header; the two together hold the stream exactly; exit 0")
+    func reopenOnSighup() throws {
+        let r = try Self.run(#"""
+            "$MM" --csv "$DIR/ride.csv" --sighup reopen --interval 0 --rate 1600 --duration 4 --quiet --verbose & pid=$!
+            sleep 1.5; mv "$DIR/ride.csv" "$DIR/ride.csv.1"; kill -HUP $pid
+            wait $pid
+            """#)
+        defer { r.remove() }
+        #expect(r.result.status == 0, "\(r.result)")
+        #expect(r.result.stderr.contains("SIGHUP: logging to \(r.folder)/ride.csv"), "\(r.result.stderr)")
+        let before = r.log("ride.csv.1"), after = r.log("ride.csv")
+        #expect(before.rows.count > 1000 && after.rows.count > 1000, "\(before.rows.count) rows before, \(after.rows.count) after")
+        try Self.checkSeries(r, ["ride.csv.1", "ride.csv"])
+    }
+
+    @Test("SIGHUP without --sighup reopen still ends the run (a hangup): exit 0, one whole file")
+    func sighupEnds() throws {
+        let r = try Self.run(#"""
+            "$MM" --csv "$DIR/ride.csv" --interval 0 --rate 1600 --quiet & pid=$!
+            sleep 1.5; kill -HUP $pid; wait $pid
+            """#)
+        defer { r.remove() }
+        #expect(r.result.status == 0, "\(r.result)")
+        #expect(r.files == ["ride.csv"], "\(r.files)")
+        try Self.checkSeries(r, ["ride.csv"])
+    }
+
+    @Test("Usage: --keep needs --csv-rotate; sizes and actions are checked; rotation excludes --append, --force and --csv -")
+    func usage() throws {
+        for args in [["--csv", "x.csv", "--keep", "2"], ["--csv", "x.csv", "--csv-rotate", "10Q"], ["--csv", "x.csv", "--csv-rotate", "0"],
+                     ["--csv", "x.csv", "--csv-rotate", "1M", "--append"], ["--csv", "-", "--csv-rotate", "1M"],
+                     ["--csv", "x.csv", "--sighup", "later"], ["--sighup", "reopen"]] {
+            let r = try SimHarness.run(Self.monitor, args)
+            #expect(r.status == 64, "\(args): \(r)")
+        }
+    }
+}
