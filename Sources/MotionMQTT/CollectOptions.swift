@@ -26,7 +26,9 @@ public struct CollectOptions: Sendable, Equatable {
         usage: motion-collect mqtt[s]://[user[:password]@]host[:port]/PREFIX [options]
 
         Subscribes to every board publishing under PREFIX (motion-monitor --mqtt) and writes their
-        samples into one log, dropping QoS 1 redeliveries; shows a live table of boards on stderr.
+        samples into one log, dropping QoS 1 redeliveries; shows a live table of boards on stderr:
+        state, rate, last sample's age, samples, repeats, and what each board last reported in its
+        status topic (samples spooled, resent, and dropped past the spool's cap).
 
         options:
           --csv FILE|-        CSV rows board,timestamp,sensor,device,x,y,z (default: stdout)

@@ -111,6 +111,42 @@ public struct Collector: Sendable {
         return out
     }
 
+    /// The live table of boards, one line each after a header line, sorted by name: state, rate
+    /// (samples per second over the last five seconds), the last sample's age, samples kept,
+    /// repeats dropped, and the counters the board last reported in its status topic (spooled,
+    /// resent, dropped past the spool's cap; `-` before it reported them).
+    /// - Parameter now: the same clock as ``take(_:now:)``'s, seconds.
+    /// - Returns: the lines, each ending in a newline.
+    public func table(now: Double) -> String {
+        let columns = [("board", 24), ("state", 9), ("rate/s", 10), ("last", 9), ("samples", 12), ("repeats", 9),
+                       ("spooled", 10), ("resent", 10), ("dropped", 0)]
+        var out = Self.row(columns.map { ($0.0, $0.1) })
+        for name in boards.keys.sorted() {
+            let b = boards[name]!
+            let age = b.lastReceived.map { Self.tenths(now - $0) + " s" } ?? "-"
+            let cells = [name, b.state ?? "?", Self.tenths(b.rate(now: now)), age, String(b.samples), String(b.duplicates)]
+                + ["spooled", "resent", "dropped"].map { b.reported[$0].map(String.init) ?? "-" }
+            out += Self.row(zip(cells, columns).map { ($0, $1.1) })
+        }
+        return out
+    }
+
+    /// Cells padded to their widths (a cell as wide or wider gets one space), the last as it is.
+    private static func row(_ cells: [(String, Int)]) -> String {
+        var line = ""
+        for (i, (text, width)) in cells.enumerated() {
+            line += text
+            if i < cells.count - 1 { line += String(repeating: " ", count: max(1, width - text.count)) }
+        }
+        return line + "\n"
+    }
+
+    /// `v` with one decimal.
+    static func tenths(_ v: Double) -> String {
+        let tenths = Int((v * 10).rounded())
+        return (tenths < 0 ? "-" : "") + "\(abs(tenths) / 10).\(abs(tenths % 10))"
+    }
+
     /// A board name as a CSV field (quoted when it holds a comma, quote or newline).
     static func csvField(_ s: String) -> String {
         guard s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" }) else { return s }

@@ -98,16 +98,9 @@ while true {
         break
     }
     if showTable {
-        let boards = state.withLock { $0.collector.boards }
         let t = now()
-        var table = "\u{1B}[H\u{1B}[2J" + "motion-collect \(options.broker)  \(s.connected ? "connected" : (s.lastError ?? "connecting"))\n"
-        table += "board".padding(24) + "state".padding(9) + "rate/s".padding(10) + "last".padding(9) + "samples".padding(12) + "repeats\n"
-        for name in boards.keys.sorted() {
-            let b = boards[name]!
-            let age = b.lastReceived.map { String(format1: t - $0) + " s" } ?? "-"
-            table += name.padding(24) + (b.state ?? "?").padding(9) + String(format1: b.rate(now: t)).padding(10) + age.padding(9)
-                + String(b.samples).padding(12) + String(b.duplicates) + "\n"
-        }
+        let table = "\u{1B}[H\u{1B}[2J" + "motion-collect \(options.broker)  \(s.connected ? "connected" : (s.lastError ?? "connecting"))\n"
+            + state.withLock { $0.collector.table(now: t) }
         say(table)
     }
 }
@@ -118,11 +111,3 @@ if outFD != 1, close(outFD) != 0 { say("motion-collect: closing \(options.output
 let totals = final.collector.boards.values.reduce((0, 0)) { ($0.0 + $1.samples, $0.1 + $1.duplicates) }
 say("motion-collect: \(totals.0) samples from \(final.collector.boards.count) boards, \(totals.1) repeats dropped")
 exit(status)
-
-extension String {
-    func padding(_ n: Int) -> String { count >= n ? self + " " : self + String(repeating: " ", count: n - count) }
-    init(format1 v: Double) {
-        let tenths = Int((v * 10).rounded())
-        self = "\(tenths / 10).\(abs(tenths % 10))"
-    }
-}

@@ -70,6 +70,11 @@ struct AddressAndCollectorTests {
         _ = c.take(MQTTSubscriber.Message(board: "pi-1", level: "status", payload: Array(#"{"state":"offline","board":"pi-1","spooled":7,"resent":3,"dropped":0}"#.utf8)), now: 102)
         #expect(c.boards["pi-1"]?.samples == 2 && c.boards["pi-1"]?.duplicates == 2 && c.boards["pi-1"]?.state == "offline")
         #expect(c.boards["pi-1"]?.reported == ["spooled": 7, "resent": 3, "dropped": 0])
+        // The table: pi-1 has reported its counters, pi-2 has not said anything yet.
+        let table = c.table(now: 103.5).split(separator: "\n").map { $0.split(separator: " ") }
+        #expect(table == [["board", "state", "rate/s", "last", "samples", "repeats", "spooled", "resent", "dropped"],
+                          ["pi-1", "offline", "0.6", "3.5", "s", "2", "2", "7", "3", "0"],
+                          ["pi-2", "?", "0.8", "2.5", "s", "2", "0", "-", "-", "-"]], "\(c.table(now: 103.5))")
         var j = Collector(output: .json)
         #expect(j.take(MQTTSubscriber.Message(board: "a\"b", level: "gyroscope", payload: Array(#"{"sensor":"gyroscope","device":"d","timestamp":1,"x":1,"y":2,"z":3}"#.utf8)), now: 0)
                 == #"{"board":"a\"b","sensor":"gyroscope","device":"d","timestamp":1,"x":1,"y":2,"z":3}"# + "\n")

@@ -84,6 +84,68 @@ struct BrokerTests {
         #expect(totals.acknowledged == 500 && totals.pending == 0 && totals.dropped == 0, "\(totals)")
     }
 
+    @Test("motion-collect's table shows each board's state, samples and the spooled, resent and dropped counts of its status topic",
+          .timeLimit(.minutes(10)))
+    func collectorTable() throws {
+        guard Broker.available() else { return }
+        let collect = FleetTests.product("motion-collect")
+        guard FileManager.default.isExecutableFile(atPath: collect) else {
+            let why = "\(collect) is not built (swift build)"
+            if ProcessInfo.processInfo.environment["CI"] == "true" { Issue.record("\(why): required under CI=true") } else { print("skipping: \(why)") }
+            return
+        }
+        let broker = try Broker()
+        try broker.start()
+        let dir = broker.directory.path
+        let collector = try Broker.spawn([collect, "mqtt://127.0.0.1:\(broker.port)/table", "--csv", "\(dir)/all.csv", "--client-id", "table-test",
+                                          "--table"], stderr: "\(dir)/collect.err")
+        defer { kill(collector, SIGKILL); waitpid(collector, nil, 0) }
+        /// The board rows of the last table drawn, by board: their cells split at spaces.
+        func lastTable() -> [String: [Substring]] {
+            let text = (try? String(contentsOfFile: "\(dir)/collect.err", encoding: .utf8)) ?? ""
+            guard let last = text.split(separator: "\u{1B}[H\u{1B}[2J").last, last.contains("connected\n") else { return [:] }
+            var rows: [String: [Substring]] = [:]
+            for line in last.split(separator: "\n").dropFirst(2) {
+                let cells = line.split(separator: " ")
+                if let name = cells.first { rows[String(name)] = cells }
+            }
+            return rows
+        }
+        func drawn() -> String { (try? String(contentsOfFile: "\(dir)/collect.err", encoding: .utf8)) ?? "" }
+        #expect(Self.eventually(10) { drawn().split(separator: "\u{1B}[H\u{1B}[2J").last.map { $0.contains("  connected\nboard ") } == true },
+                "the collector's table: \(drawn())")
+        let header = drawn().split(separator: "\u{1B}[H\u{1B}[2J").last?.split(separator: "\n").dropFirst().first?.split(separator: " ")
+        #expect(header == ["board", "state", "rate/s", "last", "samples", "repeats", "spooled", "resent", "dropped"], "\(drawn())")
+        // The collector's session outlives the broker: what is published while the broker is down,
+        // then sent, reaches it. Memory and spool hold fewer messages than are sent: some are dropped.
+        broker.stop()
+        let address = try BrokerAddress(parsing: "mqtt://127.0.0.1:\(broker.port)/table")
+        var config = MQTTPublisher.Configuration(broker: address, board: "b5")
+        config.memoryLimit = 48 << 10
+        config.spoolPath = "\(dir)/spool"
+        config.spoolLimit = 48 << 10
+        let publisher = try MQTTPublisher(config)
+        let perMessage = 8
+        for m in 0..<300 {
+            let payload = (0..<perMessage).map { Self.line(m * perMessage + $0) }.joined(separator: "\n")
+            publisher.send(OutboundMessage(topic: "table/b5/accelerometer", payload: Array(payload.utf8), samples: perMessage))
+        }
+        let early = publisher.statistics
+        #expect(early.spooled > 0 && early.dropped > 0, "\(early)")
+        try broker.start()
+        let totals = publisher.finish(timeout: 15)
+        #expect(totals.pending == 0 && totals.acknowledged == totals.submitted - totals.dropped, "\(totals)")
+        let want = ["offline", "\(totals.acknowledged)", "0", "\(totals.spooled)", "\(totals.resent)", "\(totals.dropped)"]
+        func got() -> [Substring] {
+            guard let cells = lastTable()["b5"], cells.count >= 6 else { return [] }
+            return [cells[1]] + cells.suffix(5)
+        }
+        #expect(Self.eventually(20) { got().map(String.init) == want }, "the table's row for b5 \(lastTable()["b5"] ?? []) should show \(want)")
+        kill(collector, SIGTERM)
+        #expect(FleetTests.wait(collector, seconds: 5) == 0)
+        #expect(FleetTests.rows("\(dir)/all.csv").count == totals.acknowledged)
+    }
+
     @Test("wrong credentials: the publisher gives up with notAuthorized naming the broker", .timeLimit(.minutes(10)))
     func wrongCredentials() throws {
         guard Broker.available() else { return }

@@ -229,3 +229,34 @@ struct OutageTests {
         }
     }
 }
+
+/// scripts/bench-mqtt in its smallest form, so the benchmark does not rot: one board for 2 s, ours
+/// and the peer once each; it must print every figure (their values are not judged here).
+@Suite("scripts/bench-mqtt runs", .serialized,
+       .disabled(if: ProcessInfo.processInfo.environment["IIOMOTION_TSAN"] == "1", "a benchmark's smoke run: nothing of ours to race"))
+struct BenchScriptTests {
+    @Test("one board for 2 s: every figure is printed for ours and for the peer", .timeLimit(.minutes(10)))
+    func smallRun() throws {
+        guard FleetTests.ready() else { return }
+        for tool in ["/usr/bin/mosquitto_pub", "/usr/bin/mosquitto_sub", "/usr/bin/python3"] where !FileManager.default.isExecutableFile(atPath: tool) {
+            let why = "\(tool) is missing (scripts/install-deps installs mosquitto-clients)"
+            if ProcessInfo.processInfo.environment["CI"] == "true" { Issue.record("\(why): required under CI=true") } else { print("skipping: \(why)") }
+            return
+        }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("bench-mqtt-test-\(getpid()).out").path
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        let pid = try Broker.spawn(["/usr/bin/python3", root.appendingPathComponent("scripts/bench-mqtt").path, "--products", FleetTests.products.path,
+                                    "--boards", "1", "--seconds", "2", "--runs", "1"], stdout: out, stderr: out)
+        let status = FleetTests.wait(pid, seconds: 120)
+        let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        #expect(status == 0, "exit \(String(describing: status)): \(text)")
+        let figures = ["samples/s arriving at the collector", "samples lost", "publisher CPU per sample", "publisher CPU: motion-monitor --mqtt vs mosquitto_pub",
+                       "the peer's feeder:", "feeder and mosquitto_pub together", "collector CPU", "broker CPU"]
+        for figure in figures {
+            let line = text.split(separator: "\n").first { $0.contains(figure) }
+            let numbers = line.map { l in ["ours ", "peer "].map { l.range(of: $0).map { l[$0.upperBound...].first?.isNumber ?? false } ?? false } }
+            #expect(numbers == [true, true], "\(figure): \(String(describing: line))\n\(text)")
+        }
+    }
+}
