@@ -159,6 +159,44 @@ public struct MagnetometerData: Sendable, Hashable {
     }
 }
 
+/// What the samples of the three sensors share, for code that handles any of them alike (a
+/// logger, a plot): the sensor, the timestamp and the three axes.
+///
+/// ```swift
+/// func row(_ s: some SensorSample) -> String {
+///     "\(s.timestamp),\(type(of: s).sensorKind),\(s.axes.x),\(s.axes.y),\(s.axes.z)"
+/// }
+/// ```
+public protocol SensorSample: Sendable, Hashable {
+    /// The sensor this type is a sample of.
+    static var sensorKind: SensorKind { get }
+    /// When the sample was taken, in seconds on `CLOCK_MONOTONIC`.
+    var timestamp: Double { get }
+    /// The three axes, in the sample's units (acceleration in the manager's units, rad/s, µT).
+    var axes: AxisValues { get }
+}
+
+extension AccelerometerData: SensorSample {
+    /// ``SensorKind/accelerometer``.
+    public static var sensorKind: SensorKind { .accelerometer }
+    /// The acceleration's axes.
+    public var axes: AxisValues { AxisValues(x: acceleration.x, y: acceleration.y, z: acceleration.z) }
+}
+
+extension GyroData: SensorSample {
+    /// ``SensorKind/gyroscope``.
+    public static var sensorKind: SensorKind { .gyroscope }
+    /// The rotation rate's axes.
+    public var axes: AxisValues { AxisValues(x: rotationRate.x, y: rotationRate.y, z: rotationRate.z) }
+}
+
+extension MagnetometerData: SensorSample {
+    /// ``SensorKind/magnetometer``.
+    public static var sensorKind: SensorKind { .magnetometer }
+    /// The magnetic field's axes.
+    public var axes: AxisValues { AxisValues(x: magneticField.x, y: magneticField.y, z: magneticField.z) }
+}
+
 /// A value per axis, e.g. the `scale` of x, y and z.
 public struct AxisValues: Sendable, Hashable {
     /// The x value.

@@ -3,33 +3,6 @@ import SystemSupport
 @preconcurrency import Glibc // errno, stdout
 import IIOMotion
 
-/// One sample of one sensor, without the labels a ``Reading`` carries: what the batched handlers
-/// hand the output sinks (a batch can hold thousands).
-struct Sample: Equatable, Sendable {
-    /// Seconds on `CLOCK_MONOTONIC`.
-    var timestamp: Double
-    var x: Double
-    var y: Double
-    var z: Double
-}
-
-extension Sample {
-    /// The library's accelerometer sample.
-    init(_ d: AccelerometerData) {
-        self.init(timestamp: d.timestamp, x: d.acceleration.x, y: d.acceleration.y, z: d.acceleration.z)
-    }
-
-    /// The library's gyroscope sample.
-    init(_ d: GyroData) {
-        self.init(timestamp: d.timestamp, x: d.rotationRate.x, y: d.rotationRate.y, z: d.rotationRate.z)
-    }
-
-    /// The library's magnetometer sample (µT).
-    init(_ d: MagnetometerData) {
-        self.init(timestamp: d.timestamp, x: d.magneticField.x, y: d.magneticField.y, z: d.magneticField.z)
-    }
-}
-
 /// The pinned CSV form of `--csv`. Pure functions: the tests pin them down.
 ///
 /// ```
@@ -43,10 +16,10 @@ enum CSVFormat {
     /// One row (with its newline): the timestamp in seconds with nine decimals (the kernel's
     /// nanoseconds, exactly), the sensor, the IIO device id, and x/y/z in the shortest text that
     /// parses back to the same `Double`.
-    static func row(_ s: Sample, sensor: SensorKind, device: String) -> String {
+    static func row(_ s: some SensorSample, device: String) -> String {
         var out = CSVBytes(capacity: 256)
         defer { out.free() }
-        appendRow(s, labels: labels(sensor: sensor, device: device), to: &out)
+        appendRow(s, labels: labels(sensor: type(of: s).sensorKind, device: device), to: &out)
         return out.string
     }
 
@@ -71,15 +44,16 @@ enum CSVFormat {
     /// Appends ``row(_:sensor:device:)`` as bytes, without making any `String`.
     /// - Parameter labels: ``labels(sensor:device:)``.
     @inline(__always)
-    static func appendRow(_ s: Sample, labels: [UInt8], to out: inout CSVBytes) {
+    static func appendRow(_ s: some SensorSample, labels: [UInt8], to out: inout CSVBytes) {
         out.reserve(labels.count + rowSlack)
         appendTimestamp(s.timestamp, to: &out)
         labels.withUnsafeBufferPointer { out.appendUnchecked($0) }
-        appendValue(s.x, to: &out)
+        let v = s.axes
+        appendValue(v.x, to: &out)
         out.appendUnchecked(UInt8(ascii: ","))
-        appendValue(s.y, to: &out)
+        appendValue(v.y, to: &out)
         out.appendUnchecked(UInt8(ascii: ","))
-        appendValue(s.z, to: &out)
+        appendValue(v.z, to: &out)
         out.appendUnchecked(UInt8(ascii: "\n"))
     }
 
@@ -407,14 +381,14 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
 
     /// Appends a batch of one sensor's samples.
     /// - Parameters:
-    ///   - samples: oldest first.
-    ///   - kind: the sensor.
+    ///   - samples: oldest first, of one sensor.
     ///   - device: its IIO id, the `device` column.
     ///   - period: the sensor's sampling period, for counting gaps (nil: unknown or polled).
     /// - Returns: false when the log has failed (now or before); ``failure`` says why.
     @discardableResult
-    func append(_ samples: ArraySlice<Sample>, of kind: SensorKind, device: String, period: @autoclosure () -> Double?) -> Bool {
+    func append<S: SensorSample>(_ samples: ArraySlice<S>, device: String, period: @autoclosure () -> Double?) -> Bool {
         dispatchPrecondition(condition: .onQueue(queue))
+        let kind = S.sensorKind
         handed[kind, default: 0] += samples.count
         guard failure == nil else { return false }
         // The first batches can arrive before the library has published the frequency in force.

@@ -15,6 +15,19 @@ struct Reading: Equatable, Sendable {
     var z: Double
 }
 
+extension Reading {
+    /// A library sample with its device's labels.
+    /// - Parameters:
+    ///   - sample: the sample.
+    ///   - deviceID: e.g. `"iio:device0"`.
+    ///   - deviceDescription: e.g. `"iio:device0 (bmi160)"`.
+    init(_ sample: some SensorSample, deviceID: String, deviceDescription: String) {
+        let v = sample.axes
+        self.init(kind: type(of: sample).sensorKind, deviceID: deviceID, deviceDescription: deviceDescription,
+                  timestamp: sample.timestamp, x: v.x, y: v.y, z: v.z)
+    }
+}
+
 /// The text forms of readings and device lists. Pure functions: the tests pin them down.
 enum Format {
     // MARK: Readings

@@ -18,8 +18,9 @@ struct PanelModel: Equatable, Sendable {
     var range: Double
     /// `g`, `m/s²`, `rad/s`.
     var unit: String
-    /// The newest sample.
-    var latest: Sample?
+    /// The newest sample's axes, and its timestamp.
+    var latest: AxisValues?
+    var latestTimestamp: Double?
     /// Samples received.
     var samples = 0
     /// Samples the view has drawn (the others were coalesced: newer ones replaced them first).

@@ -102,7 +102,8 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
     private var gaps: [SensorKind: GapCounter] = [:]
     private var sampleHistory: [SensorKind: [(t: Double, n: Int)]] = [:]
     private var updateHistory: [SensorKind: [(t: Double, n: Int)]] = [:]
-    private var lastShown: [SensorKind: Sample] = [:]
+    /// Per panel, the timestamp of the sample last drawn.
+    private var lastShown: [SensorKind: Double] = [:]
     /// Device motion estimates' (timestamp, count), for the measured rate.
     private var motionHistory: [(t: Double, n: Int)] = []
     /// Frames made (each offered to the terminal; a newer one may replace it before it is drawn).
@@ -153,8 +154,9 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
     }
 
     /// New samples of a sensor (oldest first); `received` counts them all, also past `--count`.
-    func update(_ kind: SensorKind, _ samples: ArraySlice<Sample>, received: Int) {
+    func update<S: SensorSample>(_ samples: ArraySlice<S>, received: Int) {
         dispatchPrecondition(condition: .onQueue(queue))
+        let kind = S.sensorKind
         guard let last = samples.last else { return }
         var lost: Int?
         if var g = gaps[kind] {
@@ -164,7 +166,8 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         }
         var total = 0
         update(panel: kind) { p in
-            p.latest = last
+            p.latest = last.axes
+            p.latestTimestamp = last.timestamp
             p.samples += received
             p.lost = lost
             total = p.samples
@@ -288,8 +291,8 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         if let log { screen.log?.rows = log.totalRows }
         for i in screen.panels.indices {
             let kind = screen.panels[i].kind
-            if let s = screen.panels[i].latest, lastShown[kind] != s {
-                lastShown[kind] = s
+            if let t = screen.panels[i].latestTimestamp, lastShown[kind] != t {
+                lastShown[kind] = t
                 screen.panels[i].shown += 1
             }
             var history = updateHistory[kind, default: []]

@@ -73,20 +73,22 @@ final class MQTTSink: Sendable {
     }
 
     /// Publishes one batch of `kind`'s samples as one message.
-    func append(_ samples: ArraySlice<Sample>, of kind: SensorKind, device: String) {
+    func append<S: SensorSample>(_ samples: ArraySlice<S>, device: String) {
         guard !samples.isEmpty else { return }
+        let kind = S.sensorKind
         var text = ""
         text.reserveCapacity(samples.count * 96)
         for s in samples {
+            let v = s.axes
             switch format {
             case .json:
                 text += "{\"sensor\":\"\(kind.rawValue)\",\"device\":\"\(device)\",\"timestamp\":\(JSONValue.number(text: s.timestamp)),"
-                    + "\"x\":\(JSONValue.number(text: s.x)),\"y\":\(JSONValue.number(text: s.y)),\"z\":\(JSONValue.number(text: s.z))}\n"
+                    + "\"x\":\(JSONValue.number(text: v.x)),\"y\":\(JSONValue.number(text: v.y)),\"z\":\(JSONValue.number(text: v.z))}\n"
             case .influx:
-                guard s.x.isFinite, s.y.isFinite, s.z.isFinite else { continue }
+                guard v.x.isFinite, v.y.isFinite, v.z.isFinite else { continue }
                 let ns = Int64(((s.timestamp + wallClockOffset) * 1e9).rounded())
                 text += "\(kind.rawValue),board=\(Self.influxTag(board)),device=\(Self.influxTag(device)) "
-                    + "x=\(s.x),y=\(s.y),z=\(s.z),monotonic=\(s.timestamp) \(ns)\n"
+                    + "x=\(v.x),y=\(v.y),z=\(v.z),monotonic=\(s.timestamp) \(ns)\n"
             }
         }
         if text.hasSuffix("\n") { text.removeLast() }

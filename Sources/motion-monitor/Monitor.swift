@@ -143,20 +143,12 @@ enum Monitor {
     static func sample(_ kind: SensorKind, from manager: MotionManager) -> Outcome {
         guard let info = manager.sensor(kind) else { return .missing }
         do throws(MotionError) {
-            let (t, v): (Double, (Double, Double, Double))
+            let (id, description) = (info.deviceID, info.deviceDescription)
             switch kind {
-            case .accelerometer:
-                let s = try manager.readAccelerometer()
-                (t, v) = (s.timestamp, (s.acceleration.x, s.acceleration.y, s.acceleration.z))
-            case .gyroscope:
-                let s = try manager.readGyro()
-                (t, v) = (s.timestamp, (s.rotationRate.x, s.rotationRate.y, s.rotationRate.z))
-            case .magnetometer:
-                let s = try manager.readMagnetometer()
-                (t, v) = (s.timestamp, (s.magneticField.x, s.magneticField.y, s.magneticField.z))
+            case .accelerometer: return .reading(Reading(try manager.readAccelerometer(), deviceID: id, deviceDescription: description))
+            case .gyroscope: return .reading(Reading(try manager.readGyro(), deviceID: id, deviceDescription: description))
+            case .magnetometer: return .reading(Reading(try manager.readMagnetometer(), deviceID: id, deviceDescription: description))
             }
-            return .reading(Reading(kind: kind, deviceID: info.deviceID, deviceDescription: info.deviceDescription,
-                                    timestamp: t, x: v.0, y: v.1, z: v.2))
         } catch {
             return .failed(error)
         }

@@ -179,8 +179,9 @@ final class WatchSession: Sendable {
     // MARK: Deliveries (on the queue)
 
     /// A batched handler's samples, oldest first.
-    func batch(_ kind: SensorKind, _ samples: [Sample]) {
+    func batch<S: SensorSample>(_ samples: [S]) {
         dispatchPrecondition(condition: .onQueue(queue))
+        let kind = S.sensorKind
         guard let label = labels[kind] else { return }
         let take = state.withLock { s -> Int in
             s.handed[kind, default: 0] += samples.count
@@ -198,7 +199,7 @@ final class WatchSession: Sendable {
         let slice = samples.prefix(take)
         if let log, !slice.isEmpty {
             let failedBefore = log.failure != nil
-            if !log.append(slice, of: kind, device: label.id, period: period(kind)), !failedBefore, let failure = log.failure {
+            if !log.append(slice, device: label.id, period: period(kind)), !failedBefore, let failure = log.failure {
                 state.withLock { s in
                     s.logFailure = s.logFailure ?? failure
                     s.done.formUnion(labels.keys)
@@ -207,7 +208,7 @@ final class WatchSession: Sendable {
             }
         }
         if let mqtt, !slice.isEmpty {
-            mqtt.append(slice, of: kind, device: label.id)
+            mqtt.append(slice, device: label.id)
             if let problem = mqtt.startProblem() {
                 let first = state.withLock { s -> Bool in
                     defer { s.mqttFailure = s.mqttFailure ?? problem; s.done.formUnion(labels.keys) }
@@ -216,11 +217,11 @@ final class WatchSession: Sendable {
                 if first { live?.logStopped(problem.message) }
             }
         }
-        live?.update(kind, slice, received: samples.count)
+        live?.update(slice, received: samples.count)
         if !linesArePushed, display == .lines || display == .json, !slice.isEmpty {
             var text = ""
             for s in slice {
-                text += line(kind, s, label)
+                text += line(s, label)
                 text += "\n"
             }
             stdout.append(Array(text.utf8), tag: kind.tag, items: slice.count)
@@ -230,8 +231,9 @@ final class WatchSession: Sendable {
 
     /// A push handler's newest sample: offered to stdout, where a newer one replaces it if
     /// stdout has not taken it yet.
-    func push(_ kind: SensorKind, _ sample: Sample) {
+    func push<S: SensorSample>(_ sample: S) {
         dispatchPrecondition(condition: .onQueue(queue))
+        let kind = S.sensorKind
         guard let label = labels[kind] else { return }
         let ok = state.withLock { s -> Bool in
             let printed = s.printed[kind, default: 0]
@@ -241,7 +243,7 @@ final class WatchSession: Sendable {
             return true
         }
         guard ok else { return wakeIfDone() }
-        let text = Array((line(kind, sample, label) + "\n").utf8)
+        let text = Array((line(sample, label) + "\n").utf8)
         // `--count n` asks for n lines: those are queued (n bounds them), not replaced.
         if limit != nil { stdout.append(text, tag: kind.tag, items: 1) } else { stdout.offer(text, slot: kind.tag) }
         wakeIfDone()
@@ -338,8 +340,8 @@ final class WatchSession: Sendable {
         }
     }
 
-    private func line(_ kind: SensorKind, _ s: Sample, _ label: (id: String, description: String)) -> String {
-        let r = Reading(kind: kind, deviceID: label.id, deviceDescription: label.description, timestamp: s.timestamp, x: s.x, y: s.y, z: s.z)
+    private func line(_ s: some SensorSample, _ label: (id: String, description: String)) -> String {
+        let r = Reading(s, deviceID: label.id, deviceDescription: label.description)
         return display == .json ? Format.json(r) : Format.line(r, units: units)
     }
 

@@ -242,17 +242,17 @@ enum Watch {
                 switch kind {
                 case .accelerometer:
                     manager.startAccelerometerBatches(to: queue) { batch, error in
-                        if let batch { session.batch(.accelerometer, batch.map(Sample.init)) }
+                        if let batch { session.batch(batch) }
                         if let error { session.fail(.accelerometer, error) }
                     }
                 case .gyroscope:
                     manager.startGyroBatches(to: queue) { batch, error in
-                        if let batch { session.batch(.gyroscope, batch.map(Sample.init)) }
+                        if let batch { session.batch(batch) }
                         if let error { session.fail(.gyroscope, error) }
                     }
                 case .magnetometer:
                     manager.startMagnetometerBatches(to: queue) { batch, error in
-                        if let batch { session.batch(.magnetometer, batch.map(Sample.init)) }
+                        if let batch { session.batch(batch) }
                         if let error { session.fail(.magnetometer, error) }
                     }
                 }
@@ -261,17 +261,17 @@ enum Watch {
                 switch kind {
                 case .accelerometer:
                     manager.startAccelerometerUpdates(to: queue) { data, error in
-                        if let data { session.push(.accelerometer, Sample(data)) }
+                        if let data { session.push(data) }
                         if let error { session.fail(.accelerometer, error) }
                     }
                 case .gyroscope:
                     manager.startGyroUpdates(to: queue) { data, error in
-                        if let data { session.push(.gyroscope, Sample(data)) }
+                        if let data { session.push(data) }
                         if let error { session.fail(.gyroscope, error) }
                     }
                 case .magnetometer:
                     manager.startMagnetometerUpdates(to: queue) { data, error in
-                        if let data { session.push(.magnetometer, Sample(data)) }
+                        if let data { session.push(data) }
                         if let error { session.fail(.magnetometer, error) }
                     }
                 }

@@ -109,7 +109,7 @@ struct DeviceMotionFormatTests {
         #expect(Format.json(r) == #"{"sensor":"magnetometer","device":"iio:device2","timestamp":5.5,"x":0.0,"y":20.006,"z":-44.996}"#)
         #expect(Format.line(r, units: .coreMotion) == "magnetometer   iio:device2 (lsm9ds1_magn)  x +0.0000  y +20.0060  z -44.9960 µT  at 5.500000 s")
         #expect(Format.line(r, units: .si).contains(" µT  at "), "--si leaves µT alone")
-        #expect(CSVFormat.row(Sample(timestamp: 5.5, x: 0, y: 20.006, z: -44.996), sensor: .magnetometer, device: "iio:device2")
+        #expect(CSVFormat.row(MagnetometerData(timestamp: 5.5, magneticField: MagneticField(x: 0, y: 20.006, z: -44.996)), device: "iio:device2")
             == "5.500000000,magnetometer,iio:device2,0.0,20.006,-44.996\n")
     }
 }

@@ -180,7 +180,7 @@ struct ByteFormattingTests {
         var expected = ""
         for (i, v) in values.enumerated() {
             let t = [1.0, 6286.333997, 0.000000001, 8999999999.999999, 1e10, -2.25, .infinity][i % 7] + (i % 7 < 4 ? Double(i) * 1e-9 : 0)
-            let s = Sample(timestamp: t, x: v, y: -v, z: i % 3 == 0 ? .nan : v * 3)
+            let s = GyroData(timestamp: t, rotationRate: RotationRate(x: v, y: -v, z: i % 3 == 0 ? .nan : v * 3))
             CSVFormat.appendRow(s, labels: labels, to: &out)
             func text(_ d: Double) -> String { d.isFinite ? d.description : "null" }
             let ts: String
@@ -191,7 +191,7 @@ struct ByteFormattingTests {
             } else {
                 ts = t.isFinite ? t.description : "nan"
             }
-            expected += "\(ts),gyroscope,iio:device3,\(text(s.x)),\(text(s.y)),\(text(s.z))\n"
+            expected += "\(ts),gyroscope,iio:device3,\(text(s.rotationRate.x)),\(text(s.rotationRate.y)),\(text(s.rotationRate.z))\n"
         }
         #expect(out.string == expected)
     }

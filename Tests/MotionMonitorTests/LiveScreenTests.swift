@@ -2,10 +2,11 @@ import Testing
 @testable import IIOMotion
 @testable import motion_monitor
 
-private func panel(_ kind: SensorKind = .accelerometer, latest: Sample? = Sample(timestamp: 1, x: 0.5, y: -0.25, z: -1),
+private func panel(_ kind: SensorKind = .accelerometer, latest: AxisValues? = AxisValues(x: 0.5, y: -0.25, z: -1),
                    error: String? = nil) -> PanelModel {
     var p = PanelModel(kind: kind, device: "iio:device0 (bmi160)", mode: .buffered, frequency: 100, requestedRate: nil,
-                       interval: 0.1, range: 2, unit: kind == .accelerometer ? "g" : "rad/s", latest: latest)
+                       interval: 0.1, range: 2, unit: kind == .accelerometer ? "g" : "rad/s", latest: latest,
+                       latestTimestamp: latest == nil ? nil : 1)
     p.samples = 120
     p.shown = 20
     p.lost = 0

@@ -95,9 +95,9 @@ struct CSVTests {
     @Test("The pinned header and row: nine-decimal timestamps, round-trip values")
     func row() {
         #expect(CSVFormat.header == "timestamp,sensor,device,x,y,z")
-        #expect(CSVFormat.row(Sample(timestamp: 812.999438968, x: 0.5, y: -0.25, z: -1), sensor: .accelerometer, device: "iio:device0")
+        #expect(CSVFormat.row(AccelerometerData(timestamp: 812.999438968, acceleration: Acceleration(x: 0.5, y: -0.25, z: -1)), device: "iio:device0")
             == "812.999438968,accelerometer,iio:device0,0.5,-0.25,-1.0\n")
-        #expect(CSVFormat.row(Sample(timestamp: 1, x: 0, y: 1.0 / 3, z: -3e-7), sensor: .gyroscope, device: "iio:device2")
+        #expect(CSVFormat.row(GyroData(timestamp: 1, rotationRate: RotationRate(x: 0, y: 1.0 / 3, z: -3e-7)), device: "iio:device2")
             == "1.000000000,gyroscope,iio:device2,0.0,0.3333333333333333,-3e-07\n")
     }
 
@@ -121,7 +121,7 @@ struct CSVTests {
 
     @Test("Values round-trip", arguments: [-0.9999951053621777, 0.1, 1.0 / 3.0, 9.80665, 1e-300, -2.5e-8, 123456.789012345])
     func roundTrip(value: Double) throws {
-        let row = CSVFormat.row(Sample(timestamp: 1, x: value, y: value, z: value), sensor: .accelerometer, device: "d")
+        let row = CSVFormat.row(AccelerometerData(timestamp: 1, acceleration: Acceleration(x: value, y: value, z: value)), device: "d")
         let fields = row.dropLast().split(separator: ",")
         #expect(fields.count == 6)
         #expect(Double(String(fields[3])) == value)
@@ -158,7 +158,7 @@ struct CSVTests {
         defer { try? FileManager.default.removeItem(atPath: path) }
         let first = try log(path)
         queue.sync {
-            #expect(first.append([Sample(timestamp: 1, x: 1, y: 2, z: 3)], of: .accelerometer, device: "iio:device0", period: nil))
+            #expect(first.append([AccelerometerData(timestamp: 1, acceleration: Acceleration(x: 1, y: 2, z: 3))], device: "iio:device0", period: nil))
             #expect(first.rowsWritten(.accelerometer) == 1 && first.totalRows == 1)
             first.close()
         }
@@ -172,7 +172,7 @@ struct CSVTests {
 
         let appended = try log(path, append: true)
         queue.sync {
-            appended.append([Sample(timestamp: 2, x: 0, y: 0, z: 0)], of: .gyroscope, device: "iio:device1", period: nil)
+            appended.append([GyroData(timestamp: 2, rotationRate: RotationRate(x: 0, y: 0, z: 0))], device: "iio:device1", period: nil)
             appended.close()
         }
         let text = try String(contentsOfFile: path, encoding: .utf8)
