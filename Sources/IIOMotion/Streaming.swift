@@ -398,7 +398,7 @@ extension MotionManager {
     // MARK: Internals
 
     private func latest<T: CapturedConvertible>(_ kind: SensorKind) -> T? {
-        let s = hub.latest.withLock { $0.samples[kind.slot] }
+        let s = hub.latest.withLock { $0.samples[kind] }
         return s.map { T($0) }
     }
 

@@ -646,40 +646,25 @@ extension CapturedSample {
 /// What one refill (or one poll) hands to the hub: per sensor kind, how many samples the sensor
 /// made and the newest, and, when a consumer wants every sample, all of them; in public units.
 struct CaptureBatch: Sendable {
-    /// Per kind, by ``SensorKind/slot``.
-    var counts = (0, 0, 0)
-    var newest: (CapturedSample?, CapturedSample?, CapturedSample?) = (nil, nil, nil)
+    /// Per kind: how many samples, and the newest.
+    var counts = PerSensor(repeating: 0)
+    var newest = PerSensor<CapturedSample?>(repeating: nil)
     /// Every sample (empty unless the capture serves a batched consumer).
     var accelerometer: [AccelerometerData] = []
     var gyroscope: [GyroData] = []
     var magnetometer: [MagnetometerData] = []
 
-    var isEmpty: Bool { counts == (0, 0, 0) }
+    var isEmpty: Bool { counts == PerSensor(repeating: 0) }
 
-    func count(_ kind: SensorKind) -> Int {
-        switch kind {
-        case .accelerometer: counts.0
-        case .gyroscope: counts.1
-        case .magnetometer: counts.2
-        }
-    }
+    func count(_ kind: SensorKind) -> Int { counts[kind] }
 
-    func newest(_ kind: SensorKind) -> CapturedSample? {
-        switch kind {
-        case .accelerometer: newest.0
-        case .gyroscope: newest.1
-        case .magnetometer: newest.2
-        }
-    }
+    func newest(_ kind: SensorKind) -> CapturedSample? { newest[kind] }
 
     /// Counts `count` more samples of the sample's kind, the newest being `sample`.
     mutating func record(_ sample: CapturedSample?, count: Int) {
         guard let sample else { return }
-        switch sample.kind {
-        case .accelerometer: newest.0 = sample; counts.0 += count
-        case .gyroscope: newest.1 = sample; counts.1 += count
-        case .magnetometer: newest.2 = sample; counts.2 += count
-        }
+        newest[sample.kind] = sample
+        counts[sample.kind] += count
     }
 
     /// Adds one polled sample (and, when `everySample`, to its kind's array).

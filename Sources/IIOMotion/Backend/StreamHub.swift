@@ -15,14 +15,14 @@ final class StreamHub: Sendable {
     let control = DispatchQueue(label: "IIOMotion.control")
     /// Where a sensor's handlers run when the caller names no queue: one serial queue per sensor,
     /// so that a handler that blocks holds up only its own sensor's deliveries.
-    let handlerQueues = SensorKind.allCases.map { DispatchQueue(label: "IIOMotion.handlers.\($0)") }
+    let handlerQueues = PerSensor<DispatchQueue>({ kind in DispatchQueue(label: "IIOMotion.handlers.\(kind)") })
     /// Where device motion handlers run when the caller names no queue.
     let motionHandlerQueue = DispatchQueue(label: "IIOMotion.handlers.deviceMotion")
     /// Where ``MotionManager/noticeHandler`` runs.
     let noticeQueue = DispatchQueue(label: "IIOMotion.notices")
 
     /// The default handler queue of `kind`.
-    func handlerQueue(_ kind: SensorKind) -> DispatchQueue { handlerQueues[kind.slot] }
+    func handlerQueue(_ kind: SensorKind) -> DispatchQueue { handlerQueues[kind] }
     let state = Locked(HubState())
     /// The newest sample of each kind (in ``units``): what `accelerometerData` and friends read.
     let latest = Locked(Latest())
@@ -40,7 +40,7 @@ final class StreamHub: Sendable {
     }
 
     struct Latest: Sendable {
-        var samples: [CapturedSample?] = [nil, nil, nil]
+        var samples = PerSensor<CapturedSample?>(repeating: nil)
     }
 
     /// A consumer of one sensor's samples.
@@ -251,7 +251,7 @@ final class StreamHub: Sendable {
             }
             return idle
         }
-        latest.withLock { l in for k in idle { l.samples[k.slot] = nil } }
+        latest.withLock { l in for k in idle { l.samples[k] = nil } }
         Self.dispatch(ended)
     }
 
@@ -424,9 +424,7 @@ final class StreamHub: Sendable {
         guard !batch.isEmpty else { return }
         let newest = batch.newest
         latest.withLock { l in
-            if let n = newest.0 { l.samples[0] = n }
-            if let n = newest.1 { l.samples[1] = n }
-            if let n = newest.2 { l.samples[2] = n }
+            for kind in SensorKind.allCases { if let n = newest[kind] { l.samples[kind] = n } }
         }
         var jobs: [(DispatchQueue, @Sendable () -> Void)] = []
         var here: [@Sendable () -> Void] = []
@@ -528,7 +526,7 @@ final class StreamHub: Sendable {
             }
             return jobs
         }
-        latest.withLock { l in for k in kinds { l.samples[k.slot] = nil } }
+        latest.withLock { l in for k in kinds { l.samples[k] = nil } }
         Self.dispatch(jobs)
     }
 }
@@ -593,13 +591,44 @@ extension StreamHub {
     }
 }
 
-extension SensorKind {
-    /// Index into fixed per-kind storage.
-    var slot: Int {
-        switch self {
-        case .accelerometer: 0
-        case .gyroscope: 1
-        case .magnetometer: 2
+/// One value per sensor kind, stored inline (no allocation), read and written by kind: the one
+/// encoding of per-kind state in the streaming core.
+struct PerSensor<Value> {
+    var accelerometer: Value
+    var gyroscope: Value
+    var magnetometer: Value
+
+    /// The same value for every kind.
+    init(repeating value: Value) {
+        accelerometer = value
+        gyroscope = value
+        magnetometer = value
+    }
+
+    /// A value made for each kind.
+    init(_ make: (SensorKind) -> Value) {
+        accelerometer = make(.accelerometer)
+        gyroscope = make(.gyroscope)
+        magnetometer = make(.magnetometer)
+    }
+
+    subscript(kind: SensorKind) -> Value {
+        get {
+            switch kind {
+            case .accelerometer: accelerometer
+            case .gyroscope: gyroscope
+            case .magnetometer: magnetometer
+            }
+        }
+        set {
+            switch kind {
+            case .accelerometer: accelerometer = newValue
+            case .gyroscope: gyroscope = newValue
+            case .magnetometer: magnetometer = newValue
+            }
         }
     }
 }
+
+extension PerSensor: Sendable where Value: Sendable {}
+extension PerSensor: Equatable where Value: Equatable {}
