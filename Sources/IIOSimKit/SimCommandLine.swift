@@ -74,6 +74,9 @@ public struct SimCommandLine: Sendable {
                               kernel's semantics: one reader, a kfifo emptied on enable, EBUSY)
       --raw-refresh-max HZ    rewrite raw files at most this often (default 200)
       --unplug DEV@SECONDS    remove the device's sysfs directory and node SECONDS after start
+      --plug DEV@SECONDS      the device is absent at start and appears SECONDS after it (with
+                              --unplug of a twin: a sensor unplugged and plugged in again, under a
+                              new index as the kernel gives it)
       --no-irq DEV            the device's buffer enables but never delivers data
       --unreadable DEV/FILE   make one attribute file unreadable (mode 0000)
       --read-only DEV/FILE    make one attribute file read-only (mode 0444): writes to it fail
@@ -165,6 +168,12 @@ public struct SimCommandLine: Sendable {
                     throw UsageError(description: "--unplug expects DEV@SECONDS, e.g. iio:device0@2.5")
                 }
                 options.unplug.append((String(v[..<at]), t))
+            case "--plug":
+                let v = try value(a)
+                guard let at = v.lastIndex(of: "@"), let t = Double(v[v.index(after: at)...]), t >= 0 else {
+                    throw UsageError(description: "--plug expects DEV@SECONDS, e.g. iio:device1@3")
+                }
+                options.plug.append((String(v[..<at]), t))
             case "--no-irq": options.noIRQ.append(try value(a))
             case "--read-only":
                 let (d, f) = try deviceFile(a, try value(a))

@@ -21,6 +21,8 @@ public struct SimulationOptions: Sendable {
     /// Devices (id or name) whose sysfs directory and device node disappear this many seconds
     /// after the simulation starts.
     public var unplug: [(device: String, after: Double)] = []
+    /// Devices absent until this many seconds after start, when they appear (plugged in).
+    public var plug: [(device: String, after: Double)] = []
     /// Devices whose buffer enables but never delivers data (no data-ready interrupt).
     public var noIRQ: [String] = []
     /// Files (device, relative path) made unreadable (mode 0000).
@@ -133,7 +135,7 @@ public final class Simulator: Sendable {
         devices = devs
         router.devices.withLock { $0 = devs }
         triggerIDs = fixture.triggers.indices.map { "trigger\($0)" }
-        for sel in options.unplug.map(\.device) + options.noIRQ + options.unreadable.map(\.device) + options.readOnly.map(\.device)
+        for sel in options.unplug.map(\.device) + options.plug.map(\.device) + options.noIRQ + options.unreadable.map(\.device) + options.readOnly.map(\.device)
             + options.overrides.map(\.device) where device(matching: sel) == nil {
             throw Fixture.LoadError(description: "no device \"\(sel)\" in the fixture (devices: "
                 + devs.map { "\($0.id) (\($0.spec.name))" }.joined(separator: ", ") + ")")
@@ -216,7 +218,18 @@ public final class Simulator: Sendable {
             chmod(path, 0)
             d.pin(u.file)
         }
+        // A device plugged in later waits, whole, in the scratch folder, where nothing looks for
+        // it, and its folder is moved into place when it appears. (Its node stays: programs find
+        // a device through sysfs, and the node is a mount point that cannot be moved.)
+        for p in options.plug {
+            guard let d = device(matching: p.device) else { continue }
+            guard rename(d.directory, hiddenDirectory(d)) == 0 else {
+                throw Fixture.LoadError(description: "--plug \(p.device): cannot set \(d.id) aside: \(errnoText(errno))")
+            }
+        }
     }
+
+    private func hiddenDirectory(_ d: DeviceSim) -> String { scratch + "/plug-" + d.id }
 
     /// Starts the threads that play the driver: the attribute watcher, `raw` refreshers, faults.
     /// - Throws: when inotify cannot be set up.
@@ -226,6 +239,15 @@ public final class Simulator: Sendable {
         spawn("iio-sim watcher") { watcher.run() }
         for d in devices {
             spawn("iio-sim raw \(d.id)") { [self] in d.refreshRawLoop(stopFD: stopFD, simulator: self) }
+        }
+        for p in options.plug {
+            guard let d = device(matching: p.device) else { continue }
+            let after = p.after
+            spawn("iio-sim plug \(d.id)") { [self] in
+                if waitForStop(nanoseconds: Int64(after * 1e9)) { return }
+                _ = rename(hiddenDirectory(d), d.directory)
+                log("\(d.id) (\(d.spec.name)) plugged in at \(after) s")
+            }
         }
         for u in options.unplug {
             guard let d = device(matching: u.device) else { continue }

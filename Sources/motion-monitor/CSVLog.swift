@@ -210,6 +210,13 @@ struct GapCounter: Equatable, Sendable {
         self.period = period.flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
     }
 
+    /// Forgets the last timestamp and the period (the stream starts again, maybe at another
+    /// rate: ``setPeriod(_:)`` gives the new one); the samples counted missing so far stay.
+    mutating func restart() {
+        last = nil
+        period = nil
+    }
+
     /// Accounts for the next sample's timestamp.
     mutating func add(_ timestamp: Double) {
         defer { last = timestamp }
@@ -503,6 +510,16 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
         dispatchPrecondition(condition: .onQueue(queue))
         guard let g = gaps[kind] else { return 0 }
         return g.period == nil ? nil : g.missing
+    }
+
+    /// The sensor's device went away and came back (`--wait-for-device`): the rows go on after a
+    /// gap that is not counted as samples the kernel dropped, at the period the device has now.
+    func resumed(_ kind: SensorKind) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        if var g = gaps[kind] {
+            g.restart()
+            gaps[kind] = g
+        }
     }
 
     // MARK: Rotation and reopening

@@ -216,6 +216,14 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         draw()
     }
 
+    /// A sensor whose device went away is back (`--wait-for-device`): its panel shows readings again.
+    func resumed(_ kind: SensorKind) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        update(panel: kind) { $0.error = nil }
+        gaps[kind] = nil
+        draw()
+    }
+
     /// A notice of the library.
     func note(_ text: String) {
         dispatchPrecondition(condition: .onQueue(queue))

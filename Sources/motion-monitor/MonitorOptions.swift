@@ -138,6 +138,8 @@ struct MonitorOptions: Equatable, Sendable {
     var keep: Int?
     /// `--sighup reopen`: SIGHUP reopens the log file (logrotate's convention) instead of ending the run.
     var sighupReopens = false
+    /// `--wait-for-device`: wait for a sensor that is not there yet, or whose device went away.
+    var waitForDevice = false
     /// `--no-color`: no colour in the live view (as `NO_COLOR` in the environment).
     var noColor = false
     /// `--quiet`: no readings on stdout (with `--csv FILE`, the log is the only output).
@@ -290,6 +292,7 @@ struct MonitorOptions: Equatable, Sendable {
                 csv = value
             case .force: force = true
             case .append: append = true
+            case .waitForDevice: waitForDevice = true
             case .csvRotate:
                 guard let value, let rotation = CSVLog.Rotation(parsing: value) else {
                     throw UsageError("invalid value '\(value ?? "")' for '--csv-rotate' (expected daily, or a size such as 10M, 512K or 1G)")
@@ -410,7 +413,7 @@ extension MonitorOptions {
     enum Effect: Equatable, Sendable {
         case mode(Mode), json, si, uri, device, sensor, referenceFrame
         case interval, rate, count, duration, captureMode, verbose
-        case csv, force, append, csvRotate, keep, sighup, noColor, quiet
+        case csv, force, append, csvRotate, keep, sighup, waitForDevice, noColor, quiet
         case mqtt, board, mqttFormat, mqttCAFile, mqttCertificate, mqttKey, mqttSpool, mqttRequire
     }
 
@@ -424,7 +427,7 @@ extension MonitorOptions {
         /// Whether the option only makes sense for the continuous view (not with `--once` or `--list`).
         var continuousOnly: Bool {
             switch effect {
-            case .interval, .rate, .count, .duration, .captureMode, .csv, .force, .append, .csvRotate, .keep, .sighup, .quiet: true
+            case .interval, .rate, .count, .duration, .captureMode, .csv, .force, .append, .csvRotate, .keep, .sighup, .waitForDevice, .quiet: true
             case .mqtt, .board, .mqttFormat, .mqttCAFile, .mqttCertificate, .mqttKey, .mqttSpool, .mqttRequire: true
             default: false
             }
@@ -479,6 +482,9 @@ extension MonitorOptions {
              help: "Log to a series of files named after --csv and the local time they were started (ride.csv: ride-20261201T134501.csv, ride-20261201T134501_002.csv for a second one in the same second, …), each whole with its own header, none of them split mid-batch: a new one when the next batch would take the file past a size (10M, 512K, 1G or bytes), or at the first batch after midnight with daily.",
              effect: .csvRotate),
         Spec(names: ["--keep"], valueName: "n", help: "With --csv-rotate, keep the n newest files and remove the older ones (default: keep all).", effect: .keep),
+        Spec(names: ["--wait-for-device"],
+             help: "Wait for the sensors instead of giving up: when none of those asked for is there yet, until one appears; when a sensor's device goes away (unplugged, its driver reloaded), until a device of the same name and label is back, maybe under another iio:deviceN, and go on logging (the gap shows in the timestamps, and stderr says when it went and came back).",
+             effect: .waitForDevice),
         Spec(names: ["--sighup"], valueName: "action",
              help: "What SIGHUP does: end (end the run, as a hangup) or reopen (reopen the --csv file, created anew if it was moved away, as logrotate expects; with --csv-rotate, start the next file) (default: end).",
              effect: .sighup),

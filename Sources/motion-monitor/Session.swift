@@ -99,7 +99,16 @@ final class WatchSession: Sendable {
     private let bufferedOnly: Bool
     private let mainThread: pthread_t
     private let finished = Atomic<Bool>(false)
-    private let labels: [SensorKind: (id: String, description: String)]
+    /// Each sensor's device (`iio:device0`, `iio:device0 (bmi160)`): changed when a device that
+    /// went away comes back under another index (`--wait-for-device`).
+    private let sensorBox: Locked<[SensorKind: SensorInfo]>
+    private func label(_ kind: SensorKind) -> (id: String, description: String)? {
+        sensorBox.withLock { $0[kind].map { ($0.deviceID, $0.deviceDescription) } }
+    }
+    /// The sensors that stream (a fixed set: a device that comes back brings the same kinds).
+    private let kinds: Set<SensorKind>
+    /// `--wait-for-device`: a sensor whose device went away is waited for, not a failure.
+    let waitsForDevices: Bool
     /// The sampling period of a running sensor for gap counting: nil when unknown or polled.
     private let period: @Sendable (SensorKind) -> Double?
     private let state = Locked(State())
@@ -114,6 +123,11 @@ final class WatchSession: Sendable {
         /// Sensors that reached `--count` or failed.
         var done: Set<SensorKind> = []
         var failures: [(kind: SensorKind, error: MotionError)] = []
+        /// Sensors whose device went away (`--wait-for-device`), with that device's name and
+        /// label (how it is recognised when it comes back) and when it went.
+        var waiting: [SensorKind: (name: String?, label: String?, since: Double)] = [:]
+        /// Device motion stopped with its sensors' device and waits for them.
+        var motionWaiting = false
         /// Why the log (or stdout carrying every sample) stopped.
         var logFailure: String?
         /// Why publishing had to end the run (credentials, TLS), with its status.
@@ -156,9 +170,11 @@ final class WatchSession: Sendable {
         self.period = period
         self.mainThread = mainThread
         self.motion = motion
-        var labels: [SensorKind: (id: String, description: String)] = [:]
-        for s in sensors { labels[s.kind] = (s.deviceID, s.deviceDescription) }
-        self.labels = labels
+        var byKind: [SensorKind: SensorInfo] = [:]
+        for s in sensors { byKind[s.kind] = s }
+        sensorBox = Locked(byKind)
+        kinds = Set(byKind.keys)
+        waitsForDevices = options.waitForDevice
         let showsLines = display == .lines || display == .json
         linesArePushed = showsLines && options.interval > 0
         stdoutIsLog = options.csvToStdout || (showsLines && options.interval == 0)
@@ -182,7 +198,7 @@ final class WatchSession: Sendable {
     func batch<S: SensorSample>(_ samples: [S]) {
         dispatchPrecondition(condition: .onQueue(queue))
         let kind = S.sensorKind
-        guard let label = labels[kind] else { return }
+        guard let label = label(kind) else { return }
         let take = state.withLock { s -> Int in
             s.handed[kind, default: 0] += samples.count
             guard !s.done.contains(kind) || !countsBatches else { return 0 }
@@ -202,7 +218,7 @@ final class WatchSession: Sendable {
             if !log.append(slice, device: label.id, period: period(kind)), !failedBefore, let failure = log.failure {
                 state.withLock { s in
                     s.logFailure = s.logFailure ?? failure
-                    s.done.formUnion(labels.keys)
+                    s.done.formUnion(kinds)
                 }
                 live?.logStopped(failure)
             }
@@ -211,7 +227,7 @@ final class WatchSession: Sendable {
             mqtt.append(slice, device: label.id)
             if let problem = mqtt.startProblem() {
                 let first = state.withLock { s -> Bool in
-                    defer { s.mqttFailure = s.mqttFailure ?? problem; s.done.formUnion(labels.keys) }
+                    defer { s.mqttFailure = s.mqttFailure ?? problem; s.done.formUnion(kinds) }
                     return s.mqttFailure == nil
                 }
                 if first { live?.logStopped(problem.message) }
@@ -234,7 +250,7 @@ final class WatchSession: Sendable {
     func push<S: SensorSample>(_ sample: S) {
         dispatchPrecondition(condition: .onQueue(queue))
         let kind = S.sensorKind
-        guard let label = labels[kind] else { return }
+        guard let label = label(kind) else { return }
         let ok = state.withLock { s -> Bool in
             let printed = s.printed[kind, default: 0]
             guard !s.done.contains(kind), limit.map({ printed < $0 }) ?? true else { return false }
@@ -276,6 +292,11 @@ final class WatchSession: Sendable {
     /// Device motion's error: it has stopped (the sensors' own updates may go on).
     func failMotion(_ error: MotionError) {
         dispatchPrecondition(condition: .onQueue(queue))
+        if waitsForDevices, let device = error.device, Self.isGone(device, error) {
+            state.withLock { $0.motionWaiting = true }
+            report("\(MonitorOptions.commandName): device motion stopped: \(device) is gone; it resumes when its sensors are back.")
+            return
+        }
         let first = state.withLock { s -> Bool in
             guard s.motionFailure == nil else { return false }
             s.motionFailure = error
@@ -290,7 +311,31 @@ final class WatchSession: Sendable {
 
     /// A handler's error: the sensor has stopped. Both handlers of a sensor report it; once is kept.
     func fail(_ kind: SensorKind, _ error: MotionError) {
+        fail(kind, error, recheck: true)
+    }
+
+    /// - Parameter recheck: with `--wait-for-device`, a buffer that went silent (ETIMEDOUT) is
+    ///   looked at again a second later before it counts as a failure: the device's folder may
+    ///   go only after its data stopped.
+    private func fail(_ kind: SensorKind, _ error: MotionError, recheck: Bool) {
         dispatchPrecondition(condition: .onQueue(queue))
+        if waitsForDevices, recheck, error.underlyingErrno == ETIMEDOUT, let label = label(kind), !Self.isGone(label.id, error) {
+            queue.asyncAfter(deadline: .now() + 1) { [self] in fail(kind, error, recheck: false) }
+            return
+        }
+        if waitsForDevices, let label = label(kind), Self.isGone(label.id, error) {
+            let sensor = sensorBox.withLock { $0[kind] }
+            let newly = state.withLock { s -> Bool in
+                guard s.waiting[kind] == nil else { return false }
+                s.waiting[kind] = (sensor?.deviceName, sensor?.label, monotonicSeconds())
+                return true
+            }
+            if newly {
+                live?.fail(kind, error)
+                report("\(MonitorOptions.commandName): the \(kind) (\(label.description)) is gone (\(error)); waiting for it to come back.")
+            }
+            return
+        }
         let first = state.withLock { s -> Bool in
             guard !s.failures.contains(where: { $0.kind == kind }) else { return false }
             s.failures.append((kind, error))
@@ -305,6 +350,35 @@ final class WatchSession: Sendable {
             report("(--mode buffered was given: --mode auto reads the \(kind) by polling when its buffer cannot be used.)")
         }
         wakeIfDone()
+    }
+
+    /// Whether a failure means the sensor's device went away (`--wait-for-device` waits for it
+    /// then): its sysfs folder is gone (a local context), or the error says so (ENODEV, ENOENT).
+    static func isGone(_ deviceID: String, _ error: MotionError) -> Bool {
+        if let e = error.underlyingErrno, e == ENODEV || e == ENOENT || e == ENXIO { return true }
+        let id = deviceID.split(separator: " ").first.map(String.init) ?? deviceID
+        return id.hasPrefix("iio:device") && access("/sys/bus/iio/devices/" + id, F_OK) != 0
+    }
+
+    /// The sensors that wait for their device, with how each is recognised.
+    var waitingSensors: [SensorKind: (name: String?, label: String?, since: Double)] { state.withLock { $0.waiting } }
+
+    /// Whether device motion waits for its sensors' device.
+    var motionWaits: Bool { state.withLock { $0.motionWaiting } }
+
+    /// A waited-for sensor is back (`sensor`, maybe under another index): its rows go on, after a
+    /// gap the log shows, and stderr says so.
+    func resumed(_ kind: SensorKind, as sensor: SensorInfo, motion: Bool) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let since = state.withLock { s -> Double? in
+            if motion { s.motionWaiting = false }
+            return s.waiting.removeValue(forKey: kind)?.since
+        }
+        sensorBox.withLock { $0[kind] = sensor }
+        log?.resumed(kind)
+        live?.resumed(kind)
+        let gap = since.map { " after \(Format.shortest(((monotonicSeconds() - $0) * 10).rounded() / 10)) s" } ?? ""
+        report("\(MonitorOptions.commandName): the \(kind) is back as \(sensor.deviceDescription)\(gap); logging again.")
     }
 
     /// A notice of the library (e.g. a polled fallback and its reason): on stderr, or in the
@@ -347,7 +421,7 @@ final class WatchSession: Sendable {
 
     private func wakeIfDone() {
         let allDone = state.withLock { s in
-            (s.done.count >= labels.count && (!motion || s.motionDone)) || s.logFailure != nil || s.stdoutGone
+            (s.done.count >= kinds.count && (!motion || s.motionDone)) || s.logFailure != nil || s.stdoutGone
         }
         if allDone, !finished.exchange(true, ordering: .acquiringAndReleasing) {
             pthread_kill(mainThread, Self.wakeSignal)
@@ -465,7 +539,7 @@ final class WatchSession: Sendable {
             let ours = max(0, stats.samples - handed) + unwritten
             let kernel = log.kernelDropped(kind)
             if (kernel ?? 0) > 0 { kernelDrops = true }
-            var line = "  \(kind.rawValue.padding(to: 13))  \(labels[kind]?.description ?? "?")  \(rows) written, "
+            var line = "  \(kind.rawValue.padding(to: 13))  \(label(kind)?.description ?? "?")  \(rows) written, "
                 + "\(kernel.map(String.init) ?? "? (polled: no steady period)") dropped by the kernel, \(ours) dropped by motion-monitor"
             if handed > taken { line += ", \(handed - taken) past --count not logged" }
             lines.append(line)

@@ -50,12 +50,25 @@ enum Watch {
         let io = WatchIO(verbose: options.verbose)
         let manager = Monitor.makeManager(options)
         var present = Set<SensorKind>()
-        do throws(MotionError) {
-            _ = try manager.devices
-            present = Set(SensorKind.allCases.filter { manager.sensor($0) != nil })
-        } catch {
-            if let report = Report.contextFailure(error, uri: options.uri) { return io.end(io.emit(report)) }
+        var announced = false
+        while true {
+            do throws(MotionError) {
+                _ = try manager.devices
+                present = Set(SensorKind.allCases.filter { manager.sensor($0) != nil })
+            } catch {
+                if !options.waitForDevice, let report = Report.contextFailure(error, uri: options.uri) { return io.end(io.emit(report)) }
+            }
+            // --wait-for-device: none of the sensors asked for is there yet; look again twice a second.
+            guard options.waitForDevice, options.kinds.allSatisfy({ !present.contains($0) }) else { break }
+            if !announced {
+                announced = true
+                io.error("\(MonitorOptions.commandName): waiting for \(options.kinds.map { "a \($0)" }.joined(separator: " or ")) (none is there yet).")
+            }
+            let (signal, _) = waitForSignalAndSender(in: &signals, seconds: 0.5)
+            if signal == SIGINT || signal == SIGTERM || signal == SIGHUP { return io.end(ExitStatus.success) }
+            manager.rediscover()
         }
+        if announced { io.error("\(MonitorOptions.commandName): found \(options.kinds.filter { present.contains($0) }.map(\.rawValue).joined(separator: " and ")).") }
         // Device motion runs when asked for and possible, and when something shows it: under `all`
         // with nothing on stdout (--quiet, --csv -) it would only cost the 100 Hz it needs.
         // "Possible" is by presence: a sensor that is there but cannot be used (a garbage scale)
@@ -132,6 +145,10 @@ enum Watch {
                 timeout = deadline - monotonicSeconds()
                 if timeout <= 0 { break }
             }
+            if options.waitForDevice {
+                timeout = min(timeout, 0.5)
+                replug(manager: manager, options: options, session: session)
+            }
             let (signal, sender) = waitForSignalAndSender(in: &signals, seconds: timeout)
             switch signal {
             case SIGHUP where options.sighupReopens:
@@ -201,9 +218,31 @@ enum Watch {
         }
     }
 
+    /// `--wait-for-device`: when sensors wait for their device, discovers the devices again and
+    /// restarts each sensor whose device is back (the same name and label, any index), and device
+    /// motion with them if it waited too.
+    private static func replug(manager: MotionManager, options: MonitorOptions, session: WatchSession) {
+        let waiting = session.waitingSensors
+        guard !waiting.isEmpty else { return }
+        manager.rediscover()
+        var back: [(SensorKind, SensorInfo)] = []
+        for (kind, was) in waiting {
+            guard let now = manager.sensor(kind), now.deviceName == was.name, now.label == was.label,
+                  access("/sys/bus/iio/devices/" + now.deviceID, F_OK) == 0 || !options.uri.hasPrefix("local:") else { continue }
+            back.append((kind, now))
+        }
+        guard !back.isEmpty else { return }
+        let motion = session.motionWaits && waiting.count == back.count
+        session.queue.sync {
+            for (kind, info) in back { session.resumed(kind, as: info, motion: motion) }
+        }
+        start(back.map(\.0), of: manager, options: options, session: session, motion: motion)
+    }
+
     /// Configures the manager and starts every sensor's updates, handlers on the session's queue.
+    /// - Parameter motion: start device motion too (when the session shows it).
     private static func start(_ kinds: [SensorKind], of manager: MotionManager, options: MonitorOptions,
-                              session: WatchSession) {
+                              session: WatchSession, motion: Bool = true) {
         manager.preferredMode = options.captureMode
         // Called once per distinct notice (today: a polled fallback, with its reason), on the
         // manager's notice queue: the session takes it, with this program's remedy, to its queue.
@@ -219,7 +258,7 @@ enum Watch {
         }
         // --rate applies to the sensors shown and to those device motion reads.
         var rated = kinds
-        if session.motion {
+        if session.motion && motion {
             for kind in [SensorKind.accelerometer, .gyroscope] where !rated.contains(kind) { rated.append(kind) }
         }
         if let rate = options.rate {
@@ -228,7 +267,7 @@ enum Watch {
         let queue = session.queue
         // Device motion first: it asks for at least 100 Hz, so the sensors' own consumers, added
         // next, join captures already at their final rate instead of restarting them.
-        if session.motion {
+        if session.motion && motion {
             manager.deviceMotionUpdateInterval = options.interval
             manager.startDeviceMotionUpdates(using: options.referenceFrame.frame, to: queue) { m, error in
                 if let m { session.motion(m) }
@@ -280,9 +319,9 @@ enum Watch {
         // Starting is synchronous: the mode and frequency in force are known now (a sensor that
         // failed to start has none, and its handler reports the error).
         let setup = kinds.map { ($0, manager.mode(of: $0), manager.samplingFrequency(of: $0)) }
-        let motionSources = session.motion ? SensorKind.allCases.filter { manager.sensor($0) != nil } : []
+        let motionSources = session.motion && motion ? SensorKind.allCases.filter { manager.sensor($0) != nil } : []
         queue.async {
-            if session.motion {
+            if session.motion && motion {
                 session.live?.configureMotion(sources: motionSources)
                 if options.verbose {
                     let delivery = options.interval == 0 ? "every estimate" : "the newest estimate at most every \(Format.shortest(options.interval)) s"

@@ -38,11 +38,11 @@ struct MotionMonitorLoggerTests {
         }
     }
 
-    static func run(_ inner: String) throws -> Run {
+    static func run(_ inner: String, sim: [String] = ["--fixture", "bmi160"]) throws -> Run {
         let folder = try SimHarness.temporaryDirectory()
         let streamLog = try SimHarness.temporaryDirectory()
         let script = LogCheck.script(["/bin/sh", "-c", "MM='\(monitor)'; DIR='\(folder)'; " + inner])
-        let r = try SimHarness.sim(["--fixture", "bmi160", "--stream-log", streamLog] + moving, script: script)
+        let r = try SimHarness.sim(sim + ["--stream-log", streamLog] + moving, script: script)
         let dump = r.out.components(separatedBy: LogCheck.marker + "\n").first ?? ""
         return Run(result: r, sysfs: SimHarness.sysfsFiles(dump: dump), streamLog: streamLog, folder: folder)
     }
@@ -136,6 +136,76 @@ struct MotionMonitorLoggerTests {
         #expect(r.result.status == 0, "\(r.result)")
         #expect(r.files == ["ride.csv"], "\(r.files)")
         try Self.checkSeries(r, ["ride.csv"])
+    }
+
+    /// Shell text that appends the device files as they are now to `$DIR/dump` (a device plugged
+    /// in later is not in the dump made at the start).
+    static let dumpLater = #"for f in /sys/bus/iio/devices/*/*; do [ -f "$f" ] && [ -r "$f" ] && printf '%s=%s\n' "$f" "$(cat "$f" 2>/dev/null)"; done >> "$DIR/dump""#
+
+    /// The run's device files: those at the start, and those dumped later into `$DIR/dump`.
+    static func allFiles(_ r: Run) -> [String: [String: String]] {
+        let later = SimHarness.sysfsFiles(dump: (try? String(contentsOfFile: r.folder + "/dump", encoding: .utf8)) ?? "")
+        return r.sysfs.merging(later) { first, _ in first }
+    }
+
+    /// A fixture of two bmi160s (the second one to be plugged in when the first is unplugged: the
+    /// same sensor back under a new index, as the kernel gives it), written to `folder`.
+    static func twins(in folder: String) throws -> String {
+        let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let data = try Data(contentsOf: repo.appendingPathComponent("fixtures/bmi160.json"))
+        var fixture = try #require(JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let devices = try #require(fixture["devices"] as? [Any])
+        fixture["devices"] = devices + devices
+        fixture["triggers"] = [["name": "bmi160-dev0", "owner": "bmi160"], ["name": "bmi160-dev1", "owner": "bmi160"]]
+        let path = folder + "/twins.json"
+        try JSONSerialization.data(withJSONObject: fixture).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test("--wait-for-device: a sensor unplugged and plugged in again (a new index) is waited for and logged again; every row of both devices is the stream; exit 0")
+    func replugged() throws {
+        let fixtureDir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: fixtureDir) }
+        let r = try Self.run(#""$MM" --csv "$DIR/ride.csv" --wait-for-device --interval 0 --rate 400 --duration 5 --quiet & pid=$!; sleep 3.5; "# + Self.dumpLater + "; wait $pid",
+                             sim: ["--fixture", try Self.twins(in: fixtureDir), "--unplug", "iio:device0@1.5", "--plug", "iio:device1@3"])
+        let files = Self.allFiles(r)
+        defer { r.remove() }
+        #expect(r.result.status == 0, "\(r.result)")
+        for sensor in ["accelerometer", "gyroscope"] {
+            #expect(r.result.stderr.contains("the \(sensor) (iio:device0 (bmi160)) is gone (") && r.result.stderr.contains("waiting for it to come back."), "\(r.result.stderr)")
+            #expect(r.result.stderr.contains("the \(sensor) is back as iio:device1 (bmi160) after "), "\(r.result.stderr)")
+        }
+        let log = r.log("ride.csv")
+        #expect(log.headerOK && log.bad.isEmpty && log.endsWithNewline, "\(log.bad.prefix(2))")
+        for sensor in ["accelerometer", "gyroscope"] {
+            for device in ["iio:device0", "iio:device1"] {
+                let rows = log.rows.filter { $0.sensor == sensor && $0.device == device }
+                #expect(rows.count > 300, "\(sensor) on \(device): \(rows.count) rows")
+                try LogCheck.compare(rows, streamLog: r.streamLog, sysfs: files, sensor: sensor)
+            }
+            // The gap: from the unplug (1.5 s) to the plug (3 s), no rows.
+            let times = log.rows.filter { $0.sensor == sensor }.map { Double($0.nanoseconds) / 1e9 }
+            let gap = zip(times.dropFirst(), times).map { $0 - $1 }.max() ?? 0
+            #expect(gap > 1.2 && gap < 2.5, "\(sensor): the longest step between rows is \(gap) s")
+        }
+        #expect(r.result.stderr.contains("0 dropped by the kernel"), "the gap is not counted as samples the kernel dropped: \(r.result.stderr)")
+    }
+
+    @Test("--wait-for-device with no sensor at start: waits, says so, then logs every sample once the device appears")
+    func appearsLater() throws {
+        let r = try Self.run(#""$MM" --csv "$DIR/ride.csv" --wait-for-device --interval 0 --rate 400 --duration 4 --quiet & pid=$!; sleep 2; "# + Self.dumpLater + "; wait $pid",
+                             sim: ["--fixture", "bmi160", "--plug", "iio:device0@1.5"])
+        defer { r.remove() }
+        #expect(r.result.status == 0, "\(r.result)")
+        #expect(r.result.stderr.contains("motion-monitor: waiting for ") && r.result.stderr.contains("(none is there yet)")
+                && r.result.stderr.contains("motion-monitor: found accelerometer and gyroscope"), "\(r.result.stderr)")
+        let log = r.log("ride.csv")
+        #expect(log.headerOK && log.bad.isEmpty && log.endsWithNewline)
+        for sensor in ["accelerometer", "gyroscope"] {
+            let rows = log.rows.filter { $0.sensor == sensor }
+            #expect(rows.count > 300, "\(sensor): \(rows.count) rows")
+            try LogCheck.compare(rows, streamLog: r.streamLog, sysfs: Self.allFiles(r), sensor: sensor)
+        }
     }
 
     @Test("Usage: --keep needs --csv-rotate; sizes and actions are checked; rotation excludes --append, --force and --csv -")
