@@ -29,6 +29,9 @@ enum SysfsLayout {
         let attrs = attributes(of: spec)
         if attrs["current_timestamp_clock"] != nil { files.append("current_timestamp_clock") }
         files += attrs.keys.filter { $0.hasSuffix("sampling_frequency") && !$0.contains("/") }.sorted()
+        if spec.buffer != nil && spec.rawBusyWhileBuffering == true {
+            files += spec.channels.filter { $0.hasRaw && $0.index != nil }.map { "in_\($0.id)_raw" }
+        }
         return files
     }
 
@@ -131,6 +134,7 @@ extension DeviceSim {
                 FileHandle.standardError.write(Data("iio-sim: \(id) (\(spec.name)): buffer not started: \(problem) (the kernel returns EINVAL)\n".utf8))
                 return .failure(invalid)
             }
+            rawReadsBusy(on)
             return .success(on ? "1" : "0")
         case "buffer/length":
             guard let n = KernelParse.unsigned(value) else { return .failure(invalid) }

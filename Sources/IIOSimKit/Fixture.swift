@@ -57,16 +57,26 @@ public struct Fixture: Codable, Sendable {
         public var writable: [String]
         /// What the driver accepts as a `*sampling_frequency` (default ``FrequencyRule/nearest``).
         public var frequencyRule: FrequencyRule?
+        /// True when the device has `/dev/iio:deviceN` without a buffer, for its events (st_lsm6dsx's
+        /// accelerometer without an interrupt line): the node opens, one user at a time, and reads
+        /// fail with EINVAL. A device with a buffer always has its node.
+        public var eventsNode: Bool?
+        /// True when the driver refuses `raw` reads of its scan elements with EBUSY while the buffer
+        /// is enabled (bmc150_accel's accelerometer axes, even when the buffer delivers nothing; its
+        /// temperature still reads).
+        public var rawBusyWhileBuffering: Bool?
 
         enum CodingKeys: String, CodingKey {
             case name, label, attributes, channels, buffer, writable
             case currentTrigger = "current_trigger"
             case frequencyRule = "frequency_rule"
+            case eventsNode = "events_node"
+            case rawBusyWhileBuffering = "raw_busy_while_buffering"
         }
 
         public init(name: String, label: String? = nil, attributes: [String: String] = [:], channels: [Channel],
                     buffer: Buffer? = nil, currentTrigger: String? = nil, writable: [String] = [],
-                    frequencyRule: FrequencyRule? = nil) {
+                    frequencyRule: FrequencyRule? = nil, eventsNode: Bool? = nil, rawBusyWhileBuffering: Bool? = nil) {
             self.name = name
             self.label = label
             self.attributes = attributes
@@ -75,7 +85,12 @@ public struct Fixture: Codable, Sendable {
             self.currentTrigger = currentTrigger
             self.writable = writable
             self.frequencyRule = frequencyRule
+            self.eventsNode = eventsNode
+            self.rawBusyWhileBuffering = rawBusyWhileBuffering
         }
+
+        /// Whether the device has `/dev/iio:deviceN` (a buffer, or events).
+        public var hasNode: Bool { buffer != nil || eventsNode == true }
 
         public init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -87,6 +102,8 @@ public struct Fixture: Codable, Sendable {
             currentTrigger = try c.decodeIfPresent(String.self, forKey: .currentTrigger)
             writable = try c.decodeIfPresent([String].self, forKey: .writable) ?? []
             frequencyRule = try c.decodeIfPresent(FrequencyRule.self, forKey: .frequencyRule)
+            eventsNode = try c.decodeIfPresent(Bool.self, forKey: .eventsNode)
+            rawBusyWhileBuffering = try c.decodeIfPresent(Bool.self, forKey: .rawBusyWhileBuffering)
         }
     }
 

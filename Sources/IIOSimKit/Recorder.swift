@@ -48,6 +48,10 @@ public enum Recorder {
             for file in files(in: dir + "/buffer") where !coreBuffer.contains(file) {
                 if let text = read(dir + "/buffer/" + file) { attributes["buffer/" + file] = text }
             }
+            // Event attributes (thresholds, rates of change, their enables).
+            for file in files(in: dir + "/events") {
+                if let text = read(dir + "/events/" + file) { attributes["events/" + file] = text }
+            }
             // Scan elements: scan_elements/ (every kernel), else buffer0/.
             let scanDir = FileManager.default.fileExists(atPath: dir + "/scan_elements") ? dir + "/scan_elements" : dir + "/buffer0"
             var channels: [Fixture.Channel] = []
@@ -76,12 +80,17 @@ public enum Recorder {
                 ? (read(dir + "/trigger/current_trigger") ?? "") : nil
             var writable: [String] = []
             for file in attributes.keys.sorted() where isWritable(dir + "/" + file) { writable.append(file) }
+            // Drivers with a write_raw callback make every channel attribute writable, raw included.
+            for id in rawValues.keys.sorted() where isWritable(dir + "/in_\(id)_raw") { writable.append("in_\(id)_raw") }
+            let hasBuffer = buffer != nil
+            let eventsNode: Bool? = !hasBuffer && FileManager.default.fileExists(atPath: dir + "/dev") ? true : nil
             let rule = knownFrequencyRule(name)
             if rule == nil && attributes.keys.contains(where: { $0.hasSuffix("sampling_frequency") }) {
                 notes.append("\(name): sampling_frequency taken as the nearest available (driver not known)")
             }
             devices_.append(Fixture.Device(name: name, label: read(dir + "/label"), attributes: attributes, channels: channels,
-                                           buffer: buffer, currentTrigger: currentTrigger, writable: writable, frequencyRule: rule))
+                                           buffer: buffer, currentTrigger: currentTrigger, writable: writable, frequencyRule: rule,
+                                           eventsNode: eventsNode, rawBusyWhileBuffering: hasBuffer ? knownRawBusy(name) : nil))
         }
         var triggers: [Fixture.Trigger] = []
         for dir in triggerFolders {
@@ -118,6 +127,39 @@ public enum Recorder {
                           triggers: names.filter { $0.hasPrefix("trigger") }.map { root + "/" + $0 })
     }
 
+    /// The trigger folders beside `devices` (device folders) that those devices may use: every
+    /// `triggerN` there except another device's own data-ready trigger, which drivers name after
+    /// their device (`<name>-dev<N>` for iio:deviceN, or `<name>-trigger`) and accept no other
+    /// device on.
+    public static func triggerFolders(usableBy devices: [String]) -> [String] {
+        let chosen = Set(devices.map { URL(fileURLWithPath: $0).standardized.lastPathComponent })
+        var out: [String] = []
+        for parent in Set(devices.map { URL(fileURLWithPath: $0).standardized.deletingLastPathComponent().path }).sorted() {
+            let entries = files(in: parent, directories: true)
+            let others = entries.filter { $0.hasPrefix("iio:device") && !chosen.contains($0) }
+            let chosenNames = Set(entries.filter { chosen.contains($0) }.compactMap { read(parent + "/" + $0 + "/name") })
+            let otherNames = Set(others.compactMap { read(parent + "/" + $0 + "/name") })
+            for t in entries.filter({ $0.hasPrefix("trigger") }).sorted(by: { numbered($0) < numbered($1) }) {
+                guard let name = read(parent + "/" + t + "/name") else { continue }
+                if let owner = ownerNumber(ofTrigger: name) {
+                    if !chosen.contains("iio:device\(owner)") && others.contains("iio:device\(owner)") { continue }
+                } else if let base = name.hasSuffix("-trigger") ? String(name.dropLast(8)) : nil,
+                          otherNames.contains(base) && !chosenNames.contains(base) {
+                    continue
+                }
+                out.append(parent + "/" + t)
+            }
+        }
+        return out
+    }
+
+    /// N of a trigger named `<name>-dev<N>` (the data-ready trigger of iio:deviceN).
+    static func ownerNumber(ofTrigger name: String) -> Int? {
+        guard let r = name.range(of: "-dev", options: .backwards) else { return nil }
+        let digits = name[r.upperBound...]
+        return !digits.isEmpty && digits.allSatisfy(\.isNumber) ? Int(digits) : nil
+    }
+
     /// The fixture as JSON, keys sorted, one per line.
     public static func json(_ fixture: Fixture) throws -> String {
         let enc = JSONEncoder()
@@ -137,6 +179,12 @@ public enum Recorder {
     static func knownWithoutTrigger(_ name: String) -> Fixture.Buffer.WithoutTrigger? {
         if name.hasPrefix("bma") || name.hasPrefix("bmc150") || name.hasPrefix("bmi055") { return .silent }
         return nil
+    }
+
+    /// Whether the driver refuses `raw` reads with EBUSY while its buffer is enabled, by device
+    /// name (Linux 6.1: bmc150_accel).
+    static func knownRawBusy(_ name: String) -> Bool? {
+        knownWithoutTrigger(name) == .silent ? true : nil
     }
 
     static func numbered(_ name: String) -> (String, Int) {

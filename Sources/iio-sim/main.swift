@@ -27,11 +27,7 @@ if arguments.first == "record" {
         if rest.isEmpty {
             fixture = try Recorder.recordAll()
         } else {
-            let parents = Set(rest.map { ($0 as NSString).deletingLastPathComponent })
-            let triggers = parents.flatMap { p in
-                ((try? FileManager.default.contentsOfDirectory(atPath: p)) ?? []).filter { $0.hasPrefix("trigger") }.sorted().map { p + "/" + $0 }
-            }
-            fixture = try Recorder.record(devices: rest, triggers: triggers)
+            fixture = try Recorder.record(devices: rest, triggers: Recorder.triggerFolders(usableBy: rest))
         }
         print(try Recorder.json(fixture))
         exit(0)
