@@ -6,21 +6,26 @@ import Foundation
 /// Records real IIO devices (their sysfs folders) into a fixture that `iio-sim --fixture` loads:
 /// `iio-sim record [DEVICE_FOLDER…] > board.json`.
 ///
-/// It reads, and never writes: every readable file of each device folder becomes an attribute
-/// (with its contents then), each `in_<id>_raw` and scan element a channel whose raw value is
-/// pinned to what it read (so `--once` on the fixture gives what the board gave), `buffer/length`
-/// and `watermark` the buffer, `trigger/current_trigger` the current trigger, and every
-/// `triggerN` folder a trigger. What sysfs does not say (what the driver accepts as a sampling
-/// frequency, what its buffer does without a trigger) is taken from what is known of the driver
-/// by its name, else left to the simulator's defaults; the description says which.
+/// It reads, and never writes: every readable file of each device folder (and of its `events/`)
+/// becomes an attribute (with its contents then, and writable when it is), each `in_<id>_raw` and
+/// scan element a channel whose raw value is pinned to what it read (so `--once` on the fixture
+/// gives what the board gave), `buffer/length` and `watermark` the buffer, a `dev` file without a
+/// buffer an events-only node, `trigger/current_trigger` the current trigger, and every `triggerN`
+/// folder a trigger. What sysfs does not say (what the driver accepts as a sampling frequency, what
+/// its buffer does without a trigger, whether it refuses raw reads while buffering) is taken from
+/// what is known of the driver by its name, else left to the simulator's defaults; the
+/// description says which.
 public enum Recorder {
     /// The usage of `iio-sim record`.
     public static let help = """
-    USAGE: iio-sim record [DEVICE_FOLDER...] > board.json
+    USAGE: iio-sim record [--description TEXT] [DEVICE_FOLDER...] > board.json
 
     Records IIO devices into an iio-sim fixture (default: every /sys/bus/iio/devices/iio:device*,
-    with every trigger*). Reads only: nothing on the device changes. Load it with
-    `iio-sim --fixture board.json -- COMMAND`.
+    with every trigger*; given device folders, the triggers beside them except other devices' own).
+    Reads only: nothing on the device changes. Load it with `iio-sim --fixture board.json -- COMMAND`.
+
+      --description TEXT   what the fixture models (default: "Recorded by iio-sim record on Linux
+                           <release>: <device names>")
     """
 
     /// Files the kernel (or sysfs) puts in every device folder that are no IIO attributes.
@@ -62,7 +67,12 @@ public enum Recorder {
                       let format = read(scanDir + "/in_\(id)_type") else { continue }
                 seen.insert(id)
                 let raw: Bool? = rawValues[id] != nil ? nil : (id == "timestamp" ? nil : false)
-                channels.append(Fixture.Channel(id: id, index: index, format: format, raw: raw, value: rawValues[id]))
+                var channel = Fixture.Channel(id: id, index: index, format: format, raw: raw, value: rawValues[id])
+                if knownFrequencyRule(name) == .hid, channel.axis != nil, let t = try? ScanType(parsing: format),
+                   t.bits + t.shift < t.storageBits {
+                    channel.upperBits = .nextField  // HID drivers copy 32 bits out of 16-bit report fields
+                }
+                channels.append(channel)
             }
             for (id, value) in rawValues.sorted(by: { $0.key < $1.key }) where !seen.contains(id) {
                 channels.append(Fixture.Channel(id: id, value: value))
@@ -121,10 +131,11 @@ public enum Recorder {
     }
 
     /// `record` of every device and trigger under `root` (default `/sys/bus/iio/devices`).
-    public static func recordAll(root: String = "/sys/bus/iio/devices") throws -> Fixture {
+    public static func recordAll(root: String = "/sys/bus/iio/devices", description: String? = nil) throws -> Fixture {
         let names = files(in: root, directories: true).sorted { numbered($0) < numbered($1) }
         return try record(devices: names.filter { $0.hasPrefix("iio:device") }.map { root + "/" + $0 },
-                          triggers: names.filter { $0.hasPrefix("trigger") }.map { root + "/" + $0 })
+                          triggers: names.filter { $0.hasPrefix("trigger") }.map { root + "/" + $0 },
+                          description: description)
     }
 
     /// The trigger folders beside `devices` (device folders) that those devices may use: every
@@ -169,7 +180,9 @@ public enum Recorder {
 
     /// What Linux 6.1's drivers accept as a sampling frequency, by device name.
     static func knownFrequencyRule(_ name: String) -> Fixture.FrequencyRule? {
-        if name == "bmi160" { return .exact }
+        if name == "bmi160" || name.hasPrefix("kxcj") || name.hasPrefix("kxtj") || name.hasPrefix("fxos8700")
+            || knownWithoutTrigger(name) == .silent { return .exact }
+        if name.hasPrefix("mpu") || name.hasPrefix("icm20") || name.hasPrefix("iam20") { return .divider }
         if name.hasSuffix("_3d") || name.hasPrefix("hid-") { return .hid }
         if name.hasPrefix("lsm6d") || name.hasPrefix("ism330") || name.hasPrefix("asm330") || name.hasPrefix("lsm9ds1") { return .roundUp }
         return nil

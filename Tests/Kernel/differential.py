@@ -9,9 +9,11 @@ kernel (what the guest saved in RESULTS/kernel/diff/), and the results compared 
   --json -v --duration 2.5    the same mode per sensor (buffered or polled), the same note, the same
                               values (the recorded raw values are constant, and so are the guest's:
                               the HID hub holds its sample)
-  the device's files          names, modes and contents, /dev/iio:deviceN, and the buffer driven by
+  the device's files          names, modes and contents, /dev/iio:deviceN, the buffer driven by
                               hand (Tests/Kernel/sysfs_tree.py: enable's errno, raw reads and
-                              length writes while it runs)
+                              length writes while it runs), what each sampling_frequency file
+                              answers to a list of values, and a triggered buffer's first scan
+                              (bytes)
 
 Device ids (iio:deviceN) differ between the two (the guest numbers devices as they probe) and are
 compared as the device's name; timestamps are not compared. It runs on the host, as a user's recording
@@ -207,7 +209,19 @@ class Differential:
                         f"{k}: kernel {ka.get(k, 'absent')!r}, iio-sim {sa.get(k, 'absent')!r}"
                         for k in sorted(set(ka) | set(sa)) if ka.get(k) != sa.get(k)) if ka and sa else
                         f"buffer probe: kernel {kt['probe']}, iio-sim {st['probe']}")
-                did.append(f"{len(kt['tree'])} files" + (", buffer probe" if kt["probe"] else ""))
+                kf, sf = kt.get("frequencies"), st.get("frequencies")
+                if kf is not None and kf != sf:
+                    for file in sorted(set(kf) | set(sf or {})):
+                        a, b = kf.get(file, {}), (sf or {}).get(file, {})
+                        bad = [f"{v!r}: kernel {a.get(v, 'absent')!r}, iio-sim {b.get(v, 'absent')!r}"
+                               for v in list(a) + [v for v in b if v not in a] if a.get(v) != b.get(v)]
+                        if bad:
+                            diffs.append(f"{file} writes: " + ", ".join(bad))
+                if kt.get("scan") is not None and kt.get("scan") != st.get("scan"):
+                    diffs.append(f"first scan: kernel {kt['scan']}, iio-sim {st.get('scan')}")
+                did.append(f"{len(kt['tree'])} files" + (", buffer probe" if kt["probe"] else "")
+                           + (f", scan {kt['scan'].get('first scan')}" if kt.get("scan") else "")
+                           + (f", {sum(len(v) for v in kf.values())} frequency writes" if kf else ""))
         if diffs:
             raise Differences("; ".join(diffs))
         return f"same on iio-sim with {os.path.basename(path)}: " + ", ".join(did)

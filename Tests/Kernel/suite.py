@@ -227,7 +227,14 @@ class Guest:
         os.makedirs(ddir, exist_ok=True)
         recorded = {}
         for fname, names in FIXTURES.items():
-            r = self.tools.run(["record"] + [f"{kk.IIO}/{self.dev[n]}" for n in names], exe=self.tools.sim)
+            what = ("a HID sensor hub (UHID, Tests/Kernel/uhid_hub.py): accelerometer, gyrometer and compass 3D"
+                    if fname == "hid-sensor-hub" else
+                    f"{D.DRIVER_OF[names[0]]} ({fname}) on i2c-stub without an interrupt line, as on most "
+                    "single-board computers")
+            desc = (f"Linux {os.uname().release}: {what}; recorded with iio-sim record by the kernel suite "
+                    f"(devices {', '.join(names)})")
+            r = self.tools.run(["record", "--description", desc] + [f"{kk.IIO}/{self.dev[n]}" for n in names],
+                               exe=self.tools.sim)
             recorded[fname] = r
             if r.rc == 0:
                 with open(os.path.join(fdir, fname + ".json"), "w") as f:
@@ -255,7 +262,8 @@ class Guest:
                     with open(os.path.join(ddir, f"once-{name}.json"), "w") as f:
                         json.dump({"rc": o.rc, "out": o.out, "err": o.err, "id": dev}, f, indent=1)
                     with open(os.path.join(ddir, f"tree-{name}.json"), "w") as f:
-                        json.dump({"tree": sysfs_tree.tree(dev), "probe": sysfs_tree.probe(dev)}, f, indent=1)
+                        json.dump({"tree": sysfs_tree.tree(dev), "probe": sysfs_tree.probe(dev),
+                                   "frequencies": sysfs_tree.frequencies(dev), "scan": sysfs_tree.scan(dev)}, f, indent=1)
                     buf = d.get("buffer")
                     return (f"fixtures/{fname}.json: {len(d['attributes'])} attributes, {len(d['channels'])} channels, "
                             f"buffer {json.dumps(buf) if buf else 'none'}, trigger {d.get('current_trigger')!r}, "
