@@ -59,6 +59,7 @@ struct node {
 	struct timespec enable_mtime;
 	struct parked_read *reads;
 	struct poll_handle *polls;
+	bool events_only; /* no buffer: the node opens, reads fail with EINVAL, poll says ready */
 };
 
 /* An attribute file (buffer/enable, scan element _en, sampling_frequency, ...): its contents
@@ -72,6 +73,8 @@ struct attr {
 	char value[SIMFUSE_ATTR_MAX];
 	size_t len; /* of value, without the newline the file shows */
 	struct timespec mtime;
+	int read_error; /* > 0: reads fail with this errno (the driver's show() refuses) */
+	bool trailing_nul; /* the file ends "\n\0", as show() functions that count the NUL */
 };
 
 struct handle {
@@ -408,8 +411,14 @@ static void read_attr(simfuse *fs, struct fuse_in_header *in, struct attr *t, co
 	memcpy(text, t->value, len);
 	if (len) /* sysfs shows "value\n"; the kernel's empty current_trigger is an empty file */
 		text[len++] = '\n';
+	if (len && t->trailing_nul)
+		text[len++] = '\0';
 	if (t->gone) {
 		reply(fs, in->unique, -ENODEV, NULL, 0);
+		return;
+	}
+	if (t->read_error > 0) {
+		reply(fs, in->unique, -t->read_error, NULL, 0);
 		return;
 	}
 	if (r->offset >= len) {
@@ -488,6 +497,10 @@ static void do_read(simfuse *fs, struct fuse_in_header *in, const struct fuse_re
 		reply(fs, in->unique, -ENODEV, NULL, 0);
 		return;
 	}
+	if (n->events_only) {
+		reply(fs, in->unique, -EINVAL, NULL, 0); /* iio_event_fileops: no read */
+		return;
+	}
 	check_stale(fs, n);
 	if (n->scan_size && r->size < n->scan_size) {
 		reply(fs, in->unique, -EINVAL, NULL, 0); /* smaller than one scan */
@@ -536,6 +549,8 @@ static void do_poll(simfuse *fs, struct fuse_in_header *in, const struct fuse_po
 	/* After unregistering, the kernel's poll reports nothing (reads then fail with ENODEV). */
 	if (!n->gone && n->queued > 0 && n->queued >= (n->active ? n->watermark : 1))
 		out.revents = POLLIN | POLLRDNORM;
+	if (!n->gone && n->events_only) /* no poll in iio_event_fileops: the VFS's default mask */
+		out.revents = POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM;
 	if (!out.revents && !n->gone && (q->flags & FUSE_POLL_SCHEDULE_NOTIFY)) {
 		bool known = false;
 		for (struct poll_handle *p = n->polls; p; p = p->next)
@@ -882,6 +897,36 @@ int simfuse_attr_set_mode(simfuse *fs, int attr, uint32_t mode)
 		return -EINVAL;
 	pthread_mutex_lock(&fs->lock);
 	fs->attrs[attr].mode = mode & 07777;
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
+int simfuse_attr_set_read_error(simfuse *fs, int attr, int error)
+{
+	if (attr < 0 || attr >= fs->attr_count)
+		return -EINVAL;
+	pthread_mutex_lock(&fs->lock);
+	fs->attrs[attr].read_error = error;
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
+int simfuse_attr_set_trailing_nul(simfuse *fs, int attr, int on)
+{
+	if (attr < 0 || attr >= fs->attr_count)
+		return -EINVAL;
+	pthread_mutex_lock(&fs->lock);
+	fs->attrs[attr].trailing_nul = on != 0;
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
+int simfuse_node_set_events_only(simfuse *fs, int node)
+{
+	if (node < 0 || node >= fs->count)
+		return -EINVAL;
+	pthread_mutex_lock(&fs->lock);
+	fs->nodes[node].events_only = true;
 	pthread_mutex_unlock(&fs->lock);
 	return 0;
 }

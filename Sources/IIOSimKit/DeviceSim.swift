@@ -170,7 +170,7 @@ final class DeviceSim: Sendable {
             }
         }
         for ch in channels {
-            if ch.spec.hasRaw { try write("in_\(ch.spec.id)_raw", "0") }
+            if ch.spec.hasRaw { try place("in_\(ch.spec.id)_raw", "0") }
         }
         if let buffer = spec.buffer {
             // Since Linux 5.11 every buffer has its bufferN/ folder (buffer0/: its files and the
@@ -185,6 +185,7 @@ final class DeviceSim: Sendable {
                 try place(dir + "/watermark", String(buffer.watermark))
                 try write(dir + "/data_available", "0")
             }
+            try write("buffer/direction", "in")
             try write("buffer0/direction", "in")
             for (file, value) in attributes where file.hasPrefix("buffer/") {
                 try write("buffer0/" + file.dropFirst(7), value)  // the driver's buffer attributes, in both
@@ -210,7 +211,21 @@ final class DeviceSim: Sendable {
             }
             chmod(devNode, 0o600)
             try write("dev", "\(Self.iioMajor):\(number)")
+        } else if spec.eventsNode == true {
+            // Events only: a node that opens and refuses reads (iio_event_fileops).
+            if let nodes {
+                try Files.write("", to: devNode, mode: 0o600)
+                let r = simsupport_bind(nodes.path(device: number), devNode, 0)
+                if r != 0 { throw Files.Failure(path: devNode, operation: "bind-mount the FUSE node on", errno: -r) }
+                nodes.setEventsOnly(device: number)
+            } else if mkfifo(devNode, 0o600) != 0 && errno != EEXIST {
+                throw Files.Failure(path: devNode, operation: "mkfifo", errno: errno)
+            }
+            chmod(devNode, 0o600)
+            try write("dev", "\(Self.iioMajor):\(number)")
         }
+        // The IIO core's show() of current_timestamp_clock returns the string's NUL too.
+        if let nodes, let i = attributeIndex("current_timestamp_clock") { nodes.setAttributeTrailingNul(i) }
         try write("uevent", "MAJOR=\(Self.iioMajor)\nMINOR=\(number)\nDEVNAME=\(id)\nDEVTYPE=iio_device\nOF_NAME=\(spec.name)")
         if let current = spec.currentTrigger {
             try Files.makeDirectory(directory + "/trigger")
@@ -411,7 +426,21 @@ final class DeviceSim: Sendable {
         for (ch, v) in zip(channels, values) where ch.spec.hasRaw {
             let file = "in_\(ch.spec.id)_raw"
             if skip.contains(file) { continue }
-            try? Files.replaceAtomically("\(v)\n", at: directory + "/" + file, scratch: scratch, mode: 0o444)
+            if let nodes, let i = attributeIndex(file) {
+                nodes.setAttribute(i, "\(v)")
+                continue
+            }
+            try? Files.replaceAtomically("\(v)\n", at: directory + "/" + file, scratch: scratch,
+                                         mode: isWritable(file) ? 0o644 : 0o444)
+        }
+    }
+
+    /// Makes `raw` reads of the scan elements fail with EBUSY (`busy`) or succeed again, for a
+    /// driver that refuses them while its buffer is enabled (``Fixture/Device/rawBusyWhileBuffering``).
+    func rawReadsBusy(_ busy: Bool) {
+        guard spec.rawBusyWhileBuffering == true, let nodes else { return }
+        for ch in channels where ch.spec.hasRaw && ch.spec.index != nil {
+            if let i = attributeIndex("in_\(ch.spec.id)_raw") { nodes.setAttributeReadError(i, busy ? EBUSY : 0) }
         }
     }
 
@@ -510,6 +539,7 @@ final class DeviceSim: Sendable {
             stopStream(wait: true)
             simulator.warn("\(id) (\(spec.name)): \(problem)")
             try? write("buffer/enable", "0")
+            rawReadsBusy(false)
             return .settled
         }
         startStream(simulator: simulator, enableStamp: stamp)

@@ -29,6 +29,9 @@ enum SysfsLayout {
         let attrs = attributes(of: spec)
         if attrs["current_timestamp_clock"] != nil { files.append("current_timestamp_clock") }
         files += attrs.keys.filter { $0.hasSuffix("sampling_frequency") && !$0.contains("/") }.sorted()
+        if spec.buffer != nil && spec.rawBusyWhileBuffering == true {
+            files += spec.channels.filter { $0.hasRaw && $0.index != nil }.map { "in_\($0.id)_raw" }
+        }
         return files
     }
 
@@ -60,6 +63,16 @@ enum KernelParse {
             }
         default: return nil
         }
+    }
+
+    /// `kstrtoint(…, 10)`: decimal digits after an optional `+` or `-`, an optional trailing newline.
+    static func integer(_ s: String) -> Int64? {
+        var t = Substring(s)
+        if t.hasSuffix("\n") { t = t.dropLast() }
+        var negative = false
+        if t.hasPrefix("-") { negative = true; t = t.dropFirst() } else if t.hasPrefix("+") { t = t.dropFirst() }
+        guard !t.isEmpty, t.count <= 10, t.allSatisfy({ $0.isASCII && $0.isNumber }), let v = Int64(t), v <= Int64(Int32.max) else { return nil }
+        return negative ? -v : v
     }
 
     /// `kstrtouint(…, 10)`: decimal digits, an optional `+`, an optional trailing newline.
@@ -131,6 +144,7 @@ extension DeviceSim {
                 FileHandle.standardError.write(Data("iio-sim: \(id) (\(spec.name)): buffer not started: \(problem) (the kernel returns EINVAL)\n".utf8))
                 return .failure(invalid)
             }
+            rawReadsBusy(on)
             return .success(on ? "1" : "0")
         case "buffer/length":
             guard let n = KernelParse.unsigned(value) else { return .failure(invalid) }
@@ -186,15 +200,21 @@ extension DeviceSim {
         guard let micro = KernelParse.fixpointMicro(value) else { return .failure(invalid) }
         let decimals = state.withLock { $0.decimals[file] } ?? 6
         func formatted(_ micro: Int64) -> String { String(format: "%.\(decimals)f", Double(micro) / 1e6) }
-        let available = read(file + "_available")
+        // The file's own list, else the device-level one (bmc150_accel: in_accel_sampling_frequency
+        // beside sampling_frequency_available).
+        let available = read(file + "_available") ?? read("sampling_frequency_available")
         switch spec.frequencyRule ?? .nearest {
         case .exact:
             guard let list = available.flatMap(KernelParse.availableMicro), list.contains(micro) else { return .failure(invalid) }
             return .success(formatted(micro))
         case .roundUp:
-            guard let list = available.flatMap(KernelParse.availableMicro)?.sorted(),
+            guard micro >= 0, let list = available.flatMap(KernelParse.availableMicro)?.sorted(),
                   let pick = list.first(where: { $0 >= micro }) else { return .failure(invalid) }
             return .success(formatted(pick))
+        case .divider:
+            // inv_mpu6050_fifo_rate_store: kstrtoint, 4…1000 Hz, divider = 1000 / Hz − 1.
+            guard let hz = KernelParse.integer(value), hz >= 4, hz <= 1000 else { return .failure(invalid) }
+            return .success(String(1000 / (1000 / hz)))
         case .hid:
             // hid_sensor_write_samp_freq_value: a report interval of 1e9 / µHz ms (truncated),
             // read back as 1000 / interval with one significant decimal (simple_div).

@@ -57,16 +57,26 @@ public struct Fixture: Codable, Sendable {
         public var writable: [String]
         /// What the driver accepts as a `*sampling_frequency` (default ``FrequencyRule/nearest``).
         public var frequencyRule: FrequencyRule?
+        /// True when the device has `/dev/iio:deviceN` without a buffer, for its events (st_lsm6dsx's
+        /// accelerometer without an interrupt line): the node opens, one user at a time, and reads
+        /// fail with EINVAL. A device with a buffer always has its node.
+        public var eventsNode: Bool?
+        /// True when the driver refuses `raw` reads of its scan elements with EBUSY while the buffer
+        /// is enabled (bmc150_accel's accelerometer axes, even when the buffer delivers nothing; its
+        /// temperature still reads).
+        public var rawBusyWhileBuffering: Bool?
 
         enum CodingKeys: String, CodingKey {
             case name, label, attributes, channels, buffer, writable
             case currentTrigger = "current_trigger"
             case frequencyRule = "frequency_rule"
+            case eventsNode = "events_node"
+            case rawBusyWhileBuffering = "raw_busy_while_buffering"
         }
 
         public init(name: String, label: String? = nil, attributes: [String: String] = [:], channels: [Channel],
                     buffer: Buffer? = nil, currentTrigger: String? = nil, writable: [String] = [],
-                    frequencyRule: FrequencyRule? = nil) {
+                    frequencyRule: FrequencyRule? = nil, eventsNode: Bool? = nil, rawBusyWhileBuffering: Bool? = nil) {
             self.name = name
             self.label = label
             self.attributes = attributes
@@ -75,7 +85,12 @@ public struct Fixture: Codable, Sendable {
             self.currentTrigger = currentTrigger
             self.writable = writable
             self.frequencyRule = frequencyRule
+            self.eventsNode = eventsNode
+            self.rawBusyWhileBuffering = rawBusyWhileBuffering
         }
+
+        /// Whether the device has `/dev/iio:deviceN` (a buffer, or events).
+        public var hasNode: Bool { buffer != nil || eventsNode == true }
 
         public init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -87,6 +102,8 @@ public struct Fixture: Codable, Sendable {
             currentTrigger = try c.decodeIfPresent(String.self, forKey: .currentTrigger)
             writable = try c.decodeIfPresent([String].self, forKey: .writable) ?? []
             frequencyRule = try c.decodeIfPresent(FrequencyRule.self, forKey: .frequencyRule)
+            eventsNode = try c.decodeIfPresent(Bool.self, forKey: .eventsNode)
+            rawBusyWhileBuffering = try c.decodeIfPresent(Bool.self, forKey: .rawBusyWhileBuffering)
         }
     }
 
@@ -97,16 +114,21 @@ public struct Fixture: Codable, Sendable {
         /// The available value nearest to the one written (any number ≥ 0; the simulator's rule
         /// before it learnt the drivers').
         case nearest
-        /// Only the values of `*_available`, exactly (bmi160: `12.50` and `0.78125` accepted,
+        /// Only the values of `*_available` (the file's own, else the device-level one), exactly
+        /// (bmi160, bmc150_accel, kxcjk1013, fxos8700: `12.50` and `0.78125` accepted by bmi160,
         /// `101`, `0.78`, `0` refused with EINVAL).
         case exact
-        /// The lowest available value at or above the one written; EINVAL above the highest
-        /// (st_lsm6dsx).
+        /// The lowest available value at or above the one written; EINVAL above the highest or
+        /// below 0 (st_lsm6dsx).
         case roundUp = "round-up"
         /// HID sensor hubs: any value ≥ 0 becomes a report interval of whole milliseconds
         /// (1000 / Hz, truncated), read back as the hub's rounding (`33` → `33.300000`); 0 is
         /// accepted (interval 0).
         case hid
+        /// InvenSense (inv_mpu6050): a whole number of Hz from 4 to 1000 (`kstrtoint`: `12.5`,
+        /// `" 50"` EINVAL) becomes a divider of the 1 kHz rate, read back as the rate it gives, an
+        /// integer (`101` → `111`, `400` → `500`).
+        case divider
     }
 
     /// One input channel.
@@ -282,16 +304,18 @@ public struct Fixture: Codable, Sendable {
         }
     }
 
-    /// Resolves `--fixture NAME|PATH`: a path when it contains `/` or ends in `.json`, else one of
-    /// ``builtInNames``, looked up in ``fixtureDirectories``.
+    /// Resolves `--fixture NAME|PATH`: a path when it ends in `.json` or names a file, else a name
+    /// looked up in ``fixtureDirectories`` (`bmi160`, or one in a folder there: `kernel-6.1/bma255`).
     /// - Throws: ``LoadError`` listing the fixtures there are.
     public static func resolve(_ nameOrPath: String) throws -> Fixture {
-        if nameOrPath.contains("/") || nameOrPath.hasSuffix(".json") {
+        if nameOrPath.hasSuffix(".json") || FileManager.default.fileExists(atPath: nameOrPath) {
             return try load(path: nameOrPath)
         }
-        for dir in fixtureDirectories {
-            let p = dir + "/" + nameOrPath + ".json"
-            if FileManager.default.fileExists(atPath: p) { return try load(path: p) }
+        if !nameOrPath.hasPrefix("/") && !nameOrPath.hasPrefix(".") {
+            for dir in fixtureDirectories {
+                let p = dir + "/" + nameOrPath + ".json"
+                if FileManager.default.fileExists(atPath: p) { return try load(path: p) }
+            }
         }
         let names = available().map(\.name).joined(separator: ", ")
         throw LoadError(description: "no fixture named \"\(nameOrPath)\" (available: \(names); or give a path to a .json file)")
@@ -313,13 +337,19 @@ public struct Fixture: Codable, Sendable {
         return dirs
     }
 
-    /// Every fixture found in ``fixtureDirectories``: name, path and description.
+    /// Every fixture found in ``fixtureDirectories`` and their folders (one level: `kernel-6.1/…`):
+    /// name, path and description.
     public static func available() -> [(name: String, path: String, description: String)] {
         var out: [(String, String, String)] = []
         var seen = Set<String>()
         for dir in fixtureDirectories {
-            guard let files = try? FileManager.default.contentsOfDirectory(atPath: dir) else { continue }
-            for f in files.sorted() where f.hasSuffix(".json") {
+            guard let entries = try? FileManager.default.contentsOfDirectory(atPath: dir) else { continue }
+            var files = entries.filter { $0.hasSuffix(".json") }.sorted()
+            for sub in entries.sorted() where !sub.hasSuffix(".json") {
+                let inner = (try? FileManager.default.contentsOfDirectory(atPath: dir + "/" + sub)) ?? []
+                files += inner.filter { $0.hasSuffix(".json") }.sorted().map { sub + "/" + $0 }
+            }
+            for f in files {
                 let name = String(f.dropLast(5))
                 guard seen.insert(name).inserted else { continue }
                 let path = dir + "/" + f

@@ -116,6 +116,15 @@ final class FuseNodes: @unchecked Sendable {  // the C side serialises every cal
 
     func unplugAttribute(_ attr: Int) { simfuse_attr_unplug(fs, Int32(attr)) }
 
+    /// Reads of attribute `attr` fail with `code` (0: they succeed again).
+    func setAttributeReadError(_ attr: Int, _ code: Int32) { _ = simfuse_attr_set_read_error(fs, Int32(attr), code) }
+
+    /// Attribute `attr` shows a NUL after its newline.
+    func setAttributeTrailingNul(_ attr: Int) { _ = simfuse_attr_set_trailing_nul(fs, Int32(attr), 1) }
+
+    /// The node of `device` has no buffer, only events (reads fail with EINVAL).
+    func setEventsOnly(device: Int) { if let i = index[device] { _ = simfuse_node_set_events_only(fs, i) } }
+
     /// Readable when attributes were written (see ``takeWritten()``).
     var writtenFD: Int32 { simfuse_written_fd(fs) }
 

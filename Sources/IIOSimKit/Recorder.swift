@@ -6,21 +6,26 @@ import Foundation
 /// Records real IIO devices (their sysfs folders) into a fixture that `iio-sim --fixture` loads:
 /// `iio-sim record [DEVICE_FOLDER…] > board.json`.
 ///
-/// It reads, and never writes: every readable file of each device folder becomes an attribute
-/// (with its contents then), each `in_<id>_raw` and scan element a channel whose raw value is
-/// pinned to what it read (so `--once` on the fixture gives what the board gave), `buffer/length`
-/// and `watermark` the buffer, `trigger/current_trigger` the current trigger, and every
-/// `triggerN` folder a trigger. What sysfs does not say (what the driver accepts as a sampling
-/// frequency, what its buffer does without a trigger) is taken from what is known of the driver
-/// by its name, else left to the simulator's defaults; the description says which.
+/// It reads, and never writes: every readable file of each device folder (and of its `events/`)
+/// becomes an attribute (with its contents then, and writable when it is), each `in_<id>_raw` and
+/// scan element a channel whose raw value is pinned to what it read (so `--once` on the fixture
+/// gives what the board gave), `buffer/length` and `watermark` the buffer, a `dev` file without a
+/// buffer an events-only node, `trigger/current_trigger` the current trigger, and every `triggerN`
+/// folder a trigger. What sysfs does not say (what the driver accepts as a sampling frequency, what
+/// its buffer does without a trigger, whether it refuses raw reads while buffering) is taken from
+/// what is known of the driver by its name, else left to the simulator's defaults; the
+/// description says which.
 public enum Recorder {
     /// The usage of `iio-sim record`.
     public static let help = """
-    USAGE: iio-sim record [DEVICE_FOLDER...] > board.json
+    USAGE: iio-sim record [--description TEXT] [DEVICE_FOLDER...] > board.json
 
     Records IIO devices into an iio-sim fixture (default: every /sys/bus/iio/devices/iio:device*,
-    with every trigger*). Reads only: nothing on the device changes. Load it with
-    `iio-sim --fixture board.json -- COMMAND`.
+    with every trigger*; given device folders, the triggers beside them except other devices' own).
+    Reads only: nothing on the device changes. Load it with `iio-sim --fixture board.json -- COMMAND`.
+
+      --description TEXT   what the fixture models (default: "Recorded by iio-sim record on Linux
+                           <release>: <device names>")
     """
 
     /// Files the kernel (or sysfs) puts in every device folder that are no IIO attributes.
@@ -48,6 +53,10 @@ public enum Recorder {
             for file in files(in: dir + "/buffer") where !coreBuffer.contains(file) {
                 if let text = read(dir + "/buffer/" + file) { attributes["buffer/" + file] = text }
             }
+            // Event attributes (thresholds, rates of change, their enables).
+            for file in files(in: dir + "/events") {
+                if let text = read(dir + "/events/" + file) { attributes["events/" + file] = text }
+            }
             // Scan elements: scan_elements/ (every kernel), else buffer0/.
             let scanDir = FileManager.default.fileExists(atPath: dir + "/scan_elements") ? dir + "/scan_elements" : dir + "/buffer0"
             var channels: [Fixture.Channel] = []
@@ -58,7 +67,12 @@ public enum Recorder {
                       let format = read(scanDir + "/in_\(id)_type") else { continue }
                 seen.insert(id)
                 let raw: Bool? = rawValues[id] != nil ? nil : (id == "timestamp" ? nil : false)
-                channels.append(Fixture.Channel(id: id, index: index, format: format, raw: raw, value: rawValues[id]))
+                var channel = Fixture.Channel(id: id, index: index, format: format, raw: raw, value: rawValues[id])
+                if knownFrequencyRule(name) == .hid, channel.axis != nil, let t = try? ScanType(parsing: format),
+                   t.bits + t.shift < t.storageBits {
+                    channel.upperBits = .nextField  // HID drivers copy 32 bits out of 16-bit report fields
+                }
+                channels.append(channel)
             }
             for (id, value) in rawValues.sorted(by: { $0.key < $1.key }) where !seen.contains(id) {
                 channels.append(Fixture.Channel(id: id, value: value))
@@ -76,12 +90,17 @@ public enum Recorder {
                 ? (read(dir + "/trigger/current_trigger") ?? "") : nil
             var writable: [String] = []
             for file in attributes.keys.sorted() where isWritable(dir + "/" + file) { writable.append(file) }
+            // Drivers with a write_raw callback make every channel attribute writable, raw included.
+            for id in rawValues.keys.sorted() where isWritable(dir + "/in_\(id)_raw") { writable.append("in_\(id)_raw") }
+            let hasBuffer = buffer != nil
+            let eventsNode: Bool? = !hasBuffer && FileManager.default.fileExists(atPath: dir + "/dev") ? true : nil
             let rule = knownFrequencyRule(name)
             if rule == nil && attributes.keys.contains(where: { $0.hasSuffix("sampling_frequency") }) {
                 notes.append("\(name): sampling_frequency taken as the nearest available (driver not known)")
             }
             devices_.append(Fixture.Device(name: name, label: read(dir + "/label"), attributes: attributes, channels: channels,
-                                           buffer: buffer, currentTrigger: currentTrigger, writable: writable, frequencyRule: rule))
+                                           buffer: buffer, currentTrigger: currentTrigger, writable: writable, frequencyRule: rule,
+                                           eventsNode: eventsNode, rawBusyWhileBuffering: hasBuffer ? knownRawBusy(name) : nil))
         }
         var triggers: [Fixture.Trigger] = []
         for dir in triggerFolders {
@@ -112,10 +131,44 @@ public enum Recorder {
     }
 
     /// `record` of every device and trigger under `root` (default `/sys/bus/iio/devices`).
-    public static func recordAll(root: String = "/sys/bus/iio/devices") throws -> Fixture {
+    public static func recordAll(root: String = "/sys/bus/iio/devices", description: String? = nil) throws -> Fixture {
         let names = files(in: root, directories: true).sorted { numbered($0) < numbered($1) }
         return try record(devices: names.filter { $0.hasPrefix("iio:device") }.map { root + "/" + $0 },
-                          triggers: names.filter { $0.hasPrefix("trigger") }.map { root + "/" + $0 })
+                          triggers: names.filter { $0.hasPrefix("trigger") }.map { root + "/" + $0 },
+                          description: description)
+    }
+
+    /// The trigger folders beside `devices` (device folders) that those devices may use: every
+    /// `triggerN` there except another device's own data-ready trigger, which drivers name after
+    /// their device (`<name>-dev<N>` for iio:deviceN, or `<name>-trigger`) and accept no other
+    /// device on.
+    public static func triggerFolders(usableBy devices: [String]) -> [String] {
+        let chosen = Set(devices.map { URL(fileURLWithPath: $0).standardized.lastPathComponent })
+        var out: [String] = []
+        for parent in Set(devices.map { URL(fileURLWithPath: $0).standardized.deletingLastPathComponent().path }).sorted() {
+            let entries = files(in: parent, directories: true)
+            let others = entries.filter { $0.hasPrefix("iio:device") && !chosen.contains($0) }
+            let chosenNames = Set(entries.filter { chosen.contains($0) }.compactMap { read(parent + "/" + $0 + "/name") })
+            let otherNames = Set(others.compactMap { read(parent + "/" + $0 + "/name") })
+            for t in entries.filter({ $0.hasPrefix("trigger") }).sorted(by: { numbered($0) < numbered($1) }) {
+                guard let name = read(parent + "/" + t + "/name") else { continue }
+                if let owner = ownerNumber(ofTrigger: name) {
+                    if !chosen.contains("iio:device\(owner)") && others.contains("iio:device\(owner)") { continue }
+                } else if let base = name.hasSuffix("-trigger") ? String(name.dropLast(8)) : nil,
+                          otherNames.contains(base) && !chosenNames.contains(base) {
+                    continue
+                }
+                out.append(parent + "/" + t)
+            }
+        }
+        return out
+    }
+
+    /// N of a trigger named `<name>-dev<N>` (the data-ready trigger of iio:deviceN).
+    static func ownerNumber(ofTrigger name: String) -> Int? {
+        guard let r = name.range(of: "-dev", options: .backwards) else { return nil }
+        let digits = name[r.upperBound...]
+        return !digits.isEmpty && digits.allSatisfy(\.isNumber) ? Int(digits) : nil
     }
 
     /// The fixture as JSON, keys sorted, one per line.
@@ -127,7 +180,9 @@ public enum Recorder {
 
     /// What Linux 6.1's drivers accept as a sampling frequency, by device name.
     static func knownFrequencyRule(_ name: String) -> Fixture.FrequencyRule? {
-        if name == "bmi160" { return .exact }
+        if name == "bmi160" || name.hasPrefix("kxcj") || name.hasPrefix("kxtj") || name.hasPrefix("fxos8700")
+            || knownWithoutTrigger(name) == .silent { return .exact }
+        if name.hasPrefix("mpu") || name.hasPrefix("icm20") || name.hasPrefix("iam20") { return .divider }
         if name.hasSuffix("_3d") || name.hasPrefix("hid-") { return .hid }
         if name.hasPrefix("lsm6d") || name.hasPrefix("ism330") || name.hasPrefix("asm330") || name.hasPrefix("lsm9ds1") { return .roundUp }
         return nil
@@ -137,6 +192,12 @@ public enum Recorder {
     static func knownWithoutTrigger(_ name: String) -> Fixture.Buffer.WithoutTrigger? {
         if name.hasPrefix("bma") || name.hasPrefix("bmc150") || name.hasPrefix("bmi055") { return .silent }
         return nil
+    }
+
+    /// Whether the driver refuses `raw` reads with EBUSY while its buffer is enabled, by device
+    /// name (Linux 6.1: bmc150_accel).
+    static func knownRawBusy(_ name: String) -> Bool? {
+        knownWithoutTrigger(name) == .silent ? true : nil
     }
 
     static func numbered(_ name: String) -> (String, Int) {

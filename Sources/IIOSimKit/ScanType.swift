@@ -28,6 +28,10 @@ public struct ScanType: Hashable, Sendable, CustomStringConvertible {
         case zero
         /// A fixed bit pattern (0xA5…), to catch readers that forget to mask.
         case pattern
+        /// The bytes that follow the value in the device's report: the raw value of the next axis
+        /// of the same type (x → y → z), zeros after the last (HID sensor hubs on Linux 6.1, whose
+        /// drivers copy 32 bits out of a report of 16-bit fields).
+        case nextField = "next-field"
     }
 
     public init(isBigEndian: Bool, isSigned: Bool, bits: Int, storageBits: Int, repeatCount: Int = 1, shift: Int = 0) {
@@ -122,8 +126,9 @@ public struct ScanType: Hashable, Sendable, CustomStringConvertible {
         min(max(value, valueRange.lowerBound), valueRange.upperBound)
     }
 
-    /// The storage word for `value` (one repetition), before byte order is applied.
-    public func storageWord(for value: Int64, upperBits: UpperBits = .sign) -> UInt64 {
+    /// The storage word for `value` (one repetition), before byte order is applied; `next` is
+    /// the value whose bits ``UpperBits/nextField`` puts above it.
+    public func storageWord(for value: Int64, upperBits: UpperBits = .sign, next: Int64 = 0) -> UInt64 {
         let dataMask: UInt64 = bits >= 64 ? ~0 : (UInt64(1) << bits) - 1
         let storageMask: UInt64 = storageBits >= 64 ? ~0 : (UInt64(1) << storageBits) - 1
         var word = (UInt64(bitPattern: value) & dataMask) << shift
@@ -136,6 +141,8 @@ public struct ScanType: Hashable, Sendable, CustomStringConvertible {
                 if isSigned && value < 0 { word |= upperMask }
             case .pattern:
                 word |= 0xA5A5_A5A5_A5A5_A5A5 & upperMask
+            case .nextField:
+                word |= (UInt64(bitPattern: next) << used) & upperMask
             }
         }
         return word & storageMask
@@ -147,8 +154,9 @@ public struct ScanType: Hashable, Sendable, CustomStringConvertible {
     ///   - buffer: the scan bytes.
     ///   - offset: where this repetition starts.
     ///   - upperBits: what to put in unused storage bits.
-    public func encode(_ value: Int64, into buffer: inout [UInt8], at offset: Int, upperBits: UpperBits = .sign) {
-        let word = storageWord(for: value, upperBits: upperBits)
+    ///   - next: the next field's value, for ``UpperBits/nextField``.
+    public func encode(_ value: Int64, into buffer: inout [UInt8], at offset: Int, upperBits: UpperBits = .sign, next: Int64 = 0) {
+        let word = storageWord(for: value, upperBits: upperBits, next: next)
         let n = storageBits / 8
         for i in 0..<n {
             let byte = UInt8(truncatingIfNeeded: word >> (8 * (isBigEndian ? n - 1 - i : i)))

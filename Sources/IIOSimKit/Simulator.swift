@@ -119,7 +119,7 @@ public final class Simulator: Sendable {
         if root.isEmpty && !options.fifoNodes {
             do {
                 nodes = try FuseNodes(mountpoint: scratch + "/nodes",
-                                      devices: fixture.devices.indices.filter { fixture.devices[$0].buffer != nil },
+                                      devices: fixture.devices.indices.filter { fixture.devices[$0].hasNode },
                                       attributes: attributeCount, store: { router.store($0, $1) })
             } catch {
                 failure = "\(error)"
@@ -181,7 +181,7 @@ public final class Simulator: Sendable {
     /// Each device's sysfs folder and, for a device with a buffer, its node (`/dev/iio:deviceN`),
     /// as the paths a udev rule would be given for it.
     public var devicePaths: [(directory: String, node: String?)] {
-        devices.map { ($0.directory, $0.spec.buffer != nil ? $0.devNode : nil) }
+        devices.map { ($0.directory, $0.spec.hasNode ? $0.devNode : nil) }
     }
 
     /// Writes the sysfs tree and the device nodes.

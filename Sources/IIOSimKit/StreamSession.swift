@@ -263,9 +263,14 @@ final class StreamSession: Sendable {
             let v: Int64
             if case .timestamp = ch.source { v = monotonicNs + clockOffset } else { v = values[ci] }
             let upper = ch.spec.upperBits ?? .sign
+            var next: Int64 = 0
+            if upper == .nextField, let axis = ch.axis,
+               let n = device.channels.firstIndex(where: { $0.typeName == ch.typeName && $0.axis == axis + 1 }) {
+                next = values[n]
+            }
             let step = e.type.storageBits / 8
             for r in 0..<e.type.repeatCount {
-                e.type.encode(v, into: &buffer, at: base + e.offset + r * step, upperBits: upper)
+                e.type.encode(v, into: &buffer, at: base + e.offset + r * step, upperBits: upper, next: next)
             }
         }
     }

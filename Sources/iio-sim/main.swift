@@ -18,21 +18,23 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 
 // `iio-sim record [DEVICE_FOLDER...] > board.json`: a real board, as a fixture.
 if arguments.first == "record" {
-    let rest = Array(arguments.dropFirst())
+    var rest = Array(arguments.dropFirst())
     if rest.contains("-h") || rest.contains("--help") {
         print(Recorder.help)
         exit(0)
     }
+    var description: String?
+    if let i = rest.firstIndex(of: "--description") {
+        guard i + 1 < rest.count else { fail("record: --description needs a text", status: 64) }
+        description = rest[i + 1]
+        rest.removeSubrange(i...(i + 1))
+    }
     do {
         let fixture: Fixture
         if rest.isEmpty {
-            fixture = try Recorder.recordAll()
+            fixture = try Recorder.recordAll(description: description)
         } else {
-            let parents = Set(rest.map { ($0 as NSString).deletingLastPathComponent })
-            let triggers = parents.flatMap { p in
-                ((try? FileManager.default.contentsOfDirectory(atPath: p)) ?? []).filter { $0.hasPrefix("trigger") }.sorted().map { p + "/" + $0 }
-            }
-            fixture = try Recorder.record(devices: rest, triggers: triggers)
+            fixture = try Recorder.record(devices: rest, triggers: Recorder.triggerFolders(usableBy: rest), description: description)
         }
         print(try Recorder.json(fixture))
         exit(0)
@@ -56,9 +58,11 @@ case .version:
     print("iio-sim \(version)")
     exit(0)
 case .listFixtures:
-    for f in Fixture.available() {
-        print(f.name.padding(toLength: 16, withPad: " ", startingAt: 0) + f.description)
-        print(String(repeating: " ", count: 16) + f.path)
+    let fixtures = Fixture.available()
+    let width = max(16, (fixtures.map(\.name.count).max() ?? 0) + 2)
+    for f in fixtures {
+        print(f.name.padding(toLength: width, withPad: " ", startingAt: 0) + f.description)
+        print(String(repeating: " ", count: width) + f.path)
     }
     exit(0)
 case .run:

@@ -190,6 +190,33 @@ struct FixtureTests {
         #expect(v.description == "\(invalid): iio:device0 (d): channels accel_x and accel_y share scan index 1")
     }
 
+    @Test("The fixtures recorded from Linux 6.1 load by their name in kernel-6.1/", arguments: [
+        "bmi160", "lsm6dso", "bma255", "mxc4005", "kxcjk1013", "mpu6050", "fxos8700", "hid-sensor-hub",
+    ])
+    func kernelRecorded(name: String) throws {
+        let f = try Fixture.resolve("kernel-6.1/" + name)
+        #expect(f.description.hasPrefix("Linux 6.1"), "\(f.description)")
+        #expect(!f.devices.isEmpty)
+        // Recorded on a bus without an interrupt line: no trigger is set.
+        for d in f.devices { #expect(d.currentTrigger == nil || d.currentTrigger == "" || name == "hid-sensor-hub", "\(d.name)") }
+        #expect(Fixture.available().contains { $0.name == "kernel-6.1/" + name })
+    }
+
+    @Test("record: the triggers beside the recorded devices, except other devices' own")
+    func recordTriggerFolders() throws {
+        let root = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        for (dir, name) in [("iio:device0", "accel_3d"), ("iio:device1", "bmi160"), ("iio:device2", "st_magn"),
+                            ("trigger0", "accel_3d-dev0"), ("trigger1", "hrtimer0"), ("trigger2", "st_magn-trigger")] {
+            try FileManager.default.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true)
+            try Data((name + "\n").utf8).write(to: URL(fileURLWithPath: root + "/" + dir + "/name"))
+        }
+        let names = { (devices: [String]) in Recorder.triggerFolders(usableBy: devices.map { root + "/" + $0 }).map { ($0 as NSString).lastPathComponent } }
+        #expect(names(["iio:device1"]) == ["trigger1"])
+        #expect(names(["iio:device0"]) == ["trigger0", "trigger1"])
+        #expect(names(["iio:device2", "iio:device1"]) == ["trigger1", "trigger2"])
+    }
+
     @Test("resolve: an unknown name lists what there is")
     func resolveUnknown() throws {
         let e = try #require(throws: Fixture.LoadError.self) { try Fixture.resolve("no-such-imu") }

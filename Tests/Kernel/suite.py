@@ -27,6 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import devices as D  # noqa: E402
 import kk  # noqa: E402
+import sysfs_tree  # noqa: E402
 from kk import check  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,7 +37,11 @@ HID_NAMES = ["accel_3d", "gyro_3d", "magn_3d"]
 # Cases whose per-device tests run concurrently (each touches its own device only). every-sample
 # stays sequential: with other captures loading the TCG guest, a reader's stall overflows the
 # 4-sample kernel buffer motion-monitor asks for and reports are lost (seen: 3 of 40) - see the report.
-PARALLEL = {"once", "default-stream", "busy", "left-as-found", "non-root"}
+PARALLEL = {"record", "once", "default-stream", "busy", "left-as-found", "non-root"}
+# The fixtures `record` writes (RESULTS/fixtures/FILE.json, committed as fixtures/kernel-6.1/):
+# one per i2c client (the devices its driver made) and one for the HID hub's three sensors.
+FIXTURES = {c.key: list(c.sensors) for c in D.CHIPS}
+FIXTURES["hid-sensor-hub"] = HID_NAMES
 HUB_SENSOR = {"accel_3d": "accel", "gyro_3d": "gyro", "magn_3d": "magn"}
 CSV_ROW = re.compile(r"^\d+\.\d{9},(accelerometer|gyroscope|magnetometer),iio:device\d+,[^,]+,[^,]+,[^,]+$")
 
@@ -51,7 +56,7 @@ class Guest:
         self.results = kk.Results(os.path.join(args.results, "results.jsonl"))
         self.tools = kk.Tools(REPO, args.build)
         self.out = args.results
-        os.makedirs(os.path.join(self.out, "kernel"), exist_ok=True)
+        os.makedirs(os.path.join(self.out, "kernel", "diff"), exist_ok=True)
         self.hub = None
         self.hub_log = os.path.join(self.out, "hub.log")
         self.hub_ctl = "/run/kk-hub.ctl"
@@ -59,6 +64,7 @@ class Guest:
         self.only = set(args.only.split(",")) if args.only else None
         self.pending = None
         self.once_data = {}
+        self.stream_data = {}
         self.timing = {}
 
     # --- setup -------------------------------------------------------------------------------
@@ -210,6 +216,59 @@ class Guest:
             return f"{len(arr)} devices: " + ", ".join(f"{d['name']}={'+'.join(d['sensors'])}"
                                                         f"{'(buffered)' if d.get('buffered') else ''}" for d in arr)
 
+    def t_record(self):
+        """`iio-sim record` of every device, into RESULTS/fixtures/; beside each recording, what
+        motion-monitor prints on the kernel (--list --json, --once --json) for the differential test
+        (Tests/Kernel/differential.py) to compare with iio-sim on the recorded fixture."""
+        self.hub_cmd("hold")
+        fdir = os.path.join(self.out, "fixtures")
+        ddir = os.path.join(self.out, "kernel", "diff")
+        os.makedirs(fdir, exist_ok=True)
+        os.makedirs(ddir, exist_ok=True)
+        recorded = {}
+        for fname, names in FIXTURES.items():
+            what = ("a HID sensor hub (UHID, Tests/Kernel/uhid_hub.py): accelerometer, gyrometer and compass 3D"
+                    if fname == "hid-sensor-hub" else
+                    f"{D.DRIVER_OF[names[0]]} ({fname}) on i2c-stub without an interrupt line, as on most "
+                    "single-board computers")
+            desc = (f"Linux {os.uname().release}: {what}; recorded with iio-sim record by the kernel suite "
+                    f"(devices {', '.join(names)})")
+            r = self.tools.run(["record", "--description", desc] + [f"{kk.IIO}/{self.dev[n]}" for n in names],
+                               exe=self.tools.sim)
+            recorded[fname] = r
+            if r.rc == 0:
+                with open(os.path.join(fdir, fname + ".json"), "w") as f:
+                    f.write(r.out)
+        lst = self.tools.run(["--list", "--json"])
+        with open(os.path.join(ddir, "list.json"), "w") as f:
+            json.dump({"rc": lst.rc, "out": lst.out, "err": lst.err, "ids": self.dev}, f, indent=1)
+        for fname, names in FIXTURES.items():
+            for name in names:
+                @self.test("record", name)
+                def _(fname=fname, name=name, names=names):
+                    r = recorded[fname]
+                    check(r.rc == 0, r.describe())
+                    fx = json.loads(r.out)
+                    got = [d["name"] for d in fx["devices"]]
+                    check(got == names, f"{fname}.json holds {got}, not {names}")
+                    d = fx["devices"][names.index(name)]
+                    dev = self.dev[name]
+                    for kind in D.EXPECTED_SENSORS[name]:
+                        p = kk.KIND_PREFIX[kind]
+                        rec = [next((c.get("value") for c in d["channels"] if c["id"] == f"{p}_{a}"), None) for a in "xyz"]
+                        check(rec == kk.raws(dev, kind), f"{kind}: recorded raw {rec}, sysfs {kk.raws(dev, kind)}")
+                    o = self.tools.run(["--once", "--json", "--device", dev])
+                    check(o.rc == 0, o.describe())
+                    with open(os.path.join(ddir, f"once-{name}.json"), "w") as f:
+                        json.dump({"rc": o.rc, "out": o.out, "err": o.err, "id": dev}, f, indent=1)
+                    with open(os.path.join(ddir, f"tree-{name}.json"), "w") as f:
+                        json.dump({"tree": sysfs_tree.tree(dev), "probe": sysfs_tree.probe(dev),
+                                   "frequencies": sysfs_tree.frequencies(dev), "scan": sysfs_tree.scan(dev)}, f, indent=1)
+                    buf = d.get("buffer")
+                    return (f"fixtures/{fname}.json: {len(d['attributes'])} attributes, {len(d['channels'])} channels, "
+                            f"buffer {json.dumps(buf) if buf else 'none'}, trigger {d.get('current_trigger')!r}, "
+                            f"{len(fx['triggers'])} trigger(s)")
+
     def t_once(self):
         self.hub_cmd("hold")
         once = self.once_data
@@ -272,6 +331,8 @@ class Guest:
                     for x in rows:
                         self.check_reading(name, x)
                 modes = self.stream_mode(r)
+                self.stream_data[name] = {"rc": r.rc, "modes": modes, "notes": r.notes, "out": r.out,
+                                          "id": self.dev[name]}
                 check(len(r.notes) <= 1, f"{len(r.notes)} notes: {r.notes}")
                 return f"{modes}; notes: {r.notes}"
 
@@ -618,7 +679,8 @@ class Guest:
 
     def run(self):
         self.setup()
-        for case, fn in [("presets", self.t_presets), ("list", self.t_list), ("once", self.t_once),
+        for case, fn in [("presets", self.t_presets), ("record", self.t_record), ("list", self.t_list),
+                         ("once", self.t_once),
                          ("once-follows", self.t_follow), ("default-stream", self.t_default_stream),
                          ("every-sample", self.t_every_sample), ("busy", self.t_busy),
                          ("left-as-found", self.t_left_as_found), ("non-root", self.t_non_root),
@@ -633,6 +695,9 @@ class Guest:
                 log(f"{case} done in {self.timing[case]} s")
         with open(os.path.join(self.out, "kernel", "once.json"), "w") as f:
             json.dump(self.once_data, f, indent=1)
+        if self.stream_data:
+            with open(os.path.join(self.out, "kernel", "diff", "default-stream.json"), "w") as f:
+                json.dump(self.stream_data, f, indent=1)
         with open(os.path.join(self.out, "timing.json"), "w") as f:
             json.dump(self.timing, f, indent=1)
         if self.hub:

@@ -76,6 +76,14 @@ int simfuse_attr_get(simfuse *_Nonnull fs, int attr, char *_Nonnull dst, size_t 
 int simfuse_attr_set(simfuse *_Nonnull fs, int attr, const char *_Nonnull value);
 /* Sets an attribute's mode bits. */
 int simfuse_attr_set_mode(simfuse *_Nonnull fs, int attr, uint32_t mode);
+/* Reads of the attribute fail with `error` (a positive errno; 0: they succeed again), as a driver's
+ * show() refuses (bmc150_accel's raw values while its buffer is enabled: EBUSY). */
+int simfuse_attr_set_read_error(simfuse *_Nonnull fs, int attr, int error);
+/* The file shows "value\n\0" (the IIO core's current_timestamp_clock counts the NUL). */
+int simfuse_attr_set_trailing_nul(simfuse *_Nonnull fs, int attr, int on);
+/* Node `node` has no buffer, only events: it opens (one user at a time), reads fail with EINVAL and
+ * poll reports it ready, as the kernel's iio_event_fileops. */
+int simfuse_node_set_events_only(simfuse *_Nonnull fs, int node);
 /* The attribute's device is gone: lookups fail with ENOENT, reads and writes with ENODEV. */
 void simfuse_attr_unplug(simfuse *_Nonnull fs, int attr);
 /* An eventfd that becomes readable when an attribute was written (accepted by the store callback). */
