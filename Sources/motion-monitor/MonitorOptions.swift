@@ -271,11 +271,7 @@ struct MonitorOptions: Equatable, Sendable {
                     throw UsageError("invalid value '\(value ?? "")' for '--rate' (expected a frequency in Hz above 0, e.g. 100)")
                 }
                 rate = hz
-            case .count:
-                guard let value, value.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int(value), n >= 1 else {
-                    throw UsageError("invalid value '\(value ?? "")' for '--count' (expected a whole number of at least 1)")
-                }
-                count = n
+            case .count: count = try Self.wholeNumber(value, for: name)
             case .duration:
                 guard let seconds = value.flatMap(Self.decimal), seconds > 0 else {
                     throw UsageError("invalid value '\(value ?? "")' for '--duration' (expected seconds above 0, e.g. 10 or 0.5)")
@@ -298,11 +294,7 @@ struct MonitorOptions: Equatable, Sendable {
                     throw UsageError("invalid value '\(value ?? "")' for '--csv-rotate' (expected daily, or a size such as 10M, 512K or 1G)")
                 }
                 csvRotate = rotation
-            case .keep:
-                guard let value, value.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int(value), n >= 1 else {
-                    throw UsageError("invalid value '\(value ?? "")' for '--keep' (expected a whole number of at least 1)")
-                }
-                keep = n
+            case .keep: keep = try Self.wholeNumber(value, for: name)
             case .sighup:
                 switch value {
                 case "end": sighupReopens = false
@@ -349,6 +341,14 @@ struct MonitorOptions: Equatable, Sendable {
             }
         }
         try checkLogging()
+    }
+
+    /// A whole number of at least 1 (`--count`, `--keep`), digits only.
+    private static func wholeNumber(_ value: String?, for flag: String) throws(UsageError) -> Int {
+        guard let value, value.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int(value), n >= 1 else {
+            throw UsageError("invalid value '\(value ?? "")' for '\(flag)' (expected a whole number of at least 1)")
+        }
+        return n
     }
 
     /// The rules between `--csv`, `--force`, `--append` and `--json`.
