@@ -13,7 +13,7 @@ samples, each with its documented defaults (only the sample rate and, for Fusion
 ±2000 °/s gyroscope range given), with the magnetometer when the record has one. Prints one JSON
 object per record and filter: tilt RMS (after 2 s), heading drift (°/min, least-squares slope of
 the relative heading error from 10 s on) and, with a magnetometer, heading RMS from north (after
-2 s). Peers are benchmark tools only.
+2 s). Heading is that of the device's x and y axes, weighted by how horizontal each is (`metrics`). Peers are benchmark tools only.
 
 Conventions differ (VQF east-north-up, Fusion north-west-up, ahrs north-east-down, and which way
 their quaternions map): each filter's are measured once on synthetic samples (a device lying with
@@ -190,30 +190,42 @@ def wrap(a):
 
 
 def metrics(t, Rs, up, sign, north, truth_R, mag):
-    """Tilt RMS after 2 s, heading drift (°/min) from 10 s on, heading RMS (north) after 2 s."""
+    """Tilt RMS after 2 s, heading drift (°/min) from 10 s on, heading RMS (north) after 2 s.
+
+    Heading is that of the device's x and y axes, each weighted by the square of its horizontal
+    part in the truth: the heading of an axis near the vertical is undefined (a small tilt error
+    swings it far), and a device in a car's holder or carried upright has its top edge 70° up."""
     t = t - t[0]
-    tilt, herr, headings = [], [], []
+    axes = (np.array([1.0, 0, 0]), np.array([0, 1.0, 0]))
+    tilt, rel, absolute = [], [], []
     h0 = None
     for i, R in enumerate(Rs):
         est_up = R.T @ np.array([0, 0, up])
         true_up = truth_R[i].T @ np.array([0, 0, 1.0])
         tilt.append(math.degrees(math.acos(max(-1, min(1, est_up @ true_up / np.linalg.norm(est_up))))))
-        h = R @ np.array([0, 1.0, 0])
-        est = sign * math.atan2(h[1], h[0]) + north
-        ht = truth_R[i] @ np.array([0, 1.0, 0])
-        tru = math.pi / 2 - math.atan2(ht[1], ht[0])  # compass heading of the top edge (ENU)
-        headings.append(wrap(est - tru))
+        est, tru, w = [], [], []
+        for a in axes:
+            h = R @ a
+            est.append(sign * math.atan2(h[1], h[0]) + north)
+            ht = truth_R[i] @ a
+            tru.append(math.pi / 2 - math.atan2(ht[1], ht[0]))  # compass heading of the axis (ENU)
+            w.append(ht[0] ** 2 + ht[1] ** 2)
         if h0 is None:
             h0 = (est, tru)
-        herr.append(wrap((est - h0[0]) - (tru - h0[1])))
+
+        def mean(errors):  # the weighted circular mean of the two axes' errors
+            return math.atan2(sum(wi * math.sin(e) for wi, e in zip(w, errors)),
+                              sum(wi * math.cos(e) for wi, e in zip(w, errors)))
+        absolute.append(mean([wrap(e - r) for e, r in zip(est, tru)]))
+        rel.append(mean([wrap((e - e0) - (r - r0)) for e, r, e0, r0 in zip(est, tru, h0[0], h0[1])]))
     tilt = np.array(tilt)
-    herr = np.degrees(np.unwrap(np.array(herr)))
+    herr = np.degrees(np.unwrap(np.array(rel)))
     after2 = t >= 2
     tail = t >= min(10, t[-1] / 2)
     slope = np.polyfit(t[tail], herr[tail], 1)[0] * 60 if tail.sum() > 10 else float("nan")
     out = {"tiltRMS": float(np.sqrt(np.mean(tilt[after2] ** 2))), "headingDrift": abs(float(slope))}
     if mag is not None:
-        hd = np.degrees(np.array(headings))[after2]
+        hd = np.degrees(np.array(absolute))[after2]
         out["headingRMS"] = float(np.sqrt(np.mean(hd ** 2)))
     return out
 

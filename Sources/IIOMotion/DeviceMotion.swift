@@ -293,13 +293,17 @@ public enum MagneticFieldCalibrationAccuracy: Int, Sendable, Hashable, CaseItera
     /// No calibration: the field includes the device's own (hard-iron) field, or there is no
     /// magnetometer.
     case uncalibrated = -1
-    /// Calibrated, but the current reading looks disturbed (its strength or dip is far from the
-    /// Earth's field seen so far), so it is not being used for the attitude.
+    /// Calibrated roughly (few directions seen yet, or the fit is loose), or the current reading
+    /// looks disturbed (its strength or dip is far from the Earth's field seen so far), so it is
+    /// not being used for the attitude.
     case low = 0
-    /// Calibrated with an offset supplied by the application, and the reading looks like the
-    /// Earth's field.
+    /// Calibrated from enough directions, the hard-iron offset known to about 1 µT (or a saved
+    /// calibration not yet verified again, or an offset supplied by the application), and the
+    /// reading looks like the Earth's field.
     case medium = 1
-    /// Calibrated and verified by the library; not produced yet.
+    /// Calibrated with the full soft-iron matrix determined by the samples (or nearly every
+    /// direction seen), the offset known to about 0.5 µT, and the reading looks like the Earth's
+    /// field.
     case high = 2
 }
 

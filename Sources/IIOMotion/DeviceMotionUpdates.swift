@@ -14,6 +14,14 @@ final class DeviceMotionEngine: Sendable {
     /// The filter: locked while a batch is fused, and while it is replaced or dropped.
     let fusion = Locked<DeviceMotionFusion?>(nil)
 
+    /// Ends the fusion, returning the magnetometer calibration it held (to be saved).
+    func endFusion() -> MagnetometerCalibrator? {
+        fusion.withLock { f in
+            defer { f = nil }
+            return f?.magnetometerCalibration
+        }
+    }
+
     struct EngineState: Sendable {
         var interval: Double = 0.01
         var frame: AttitudeReferenceFrame = .xArbitraryZVertical
@@ -22,6 +30,11 @@ final class DeviceMotionEngine: Sendable {
         var generation = 0
         /// Since the last start: estimates made (`samples`), handed to the handler, coalesced.
         var statistics = UpdateStatistics()
+        /// Where magnetometer calibrations are kept (nil: not kept).
+        var calibrationFolder: String?
+        /// The file the running device motion's calibration came from and goes to, with the
+        /// magnetometer's identity and mount matrix.
+        var calibrationFile: (path: String, device: String, mount: String)?
     }
 
     /// One run of device motion updates.
@@ -188,6 +201,23 @@ extension MotionManager {
         }
     }
 
+    /// The folder where device motion keeps each magnetometer's calibration between runs, one
+    /// file per device (`magnetometer-NAME[-LABEL].txt`, named after the IIO device's name and
+    /// label, and the context's URI when remote), so that a board starts calibrated; deleting a
+    /// file forgets that calibration. Device motion loads the file when it starts (a saved
+    /// calibration starts at most at ``MagneticFieldCalibrationAccuracy/medium``, and is replaced
+    /// once the samples disagree with it) and saves it when it stops, and when the manager is
+    /// released. Default: `$XDG_STATE_HOME/iiomotion`, else `~/.local/state/iiomotion`; nil (or a
+    /// relative path) turns this off. Takes effect at the next start.
+    ///
+    /// A file that cannot be used (damaged, of an unknown version, saved with another mount
+    /// matrix, unreadable) is reported once through ``noticeHandler`` and device motion learns
+    /// afresh; a file that is not a calibration this library can read is never overwritten.
+    public var magnetometerCalibrationFolder: String? {
+        get { motionEngine.state.withLock { $0.calibrationFolder } }
+        set { motionEngine.state.withLock { $0.calibrationFolder = newValue.flatMap { $0.hasPrefix("/") ? $0 : nil } } }
+    }
+
     /// Estimates made, handed to the device motion handler and coalesced since device motion
     /// updates last started (``UpdateStatistics/samples`` counts estimates).
     public var deviceMotionUpdateStatistics: UpdateStatistics { motionEngine.state.withLock { $0.statistics } }
@@ -293,7 +323,16 @@ extension MotionManager {
             s.frame = frame
             return (s.generation, s.interval)
         }
-        let fusion = DeviceMotionFusion(referenceFrame: frame, units: units)
+        var fusion = DeviceMotionFusion(referenceFrame: frame, units: units)
+        let file = kinds.contains(.magnetometer) ? calibrationFile() : nil
+        if let file {
+            switch MagnetometerCalibrationStore.load(path: file.path, mount: file.mount) {
+            case .calibration(let c): fusion.magnetometerCalibration = c
+            case .none: break
+            case .unusable(let why): notice(.magnetometer, "The magnetometer calibration in \(file.path) is not used: \(why). Device motion learns the calibration afresh\(MagnetometerCalibrationStore.isReplaceable(path: file.path) ? " and replaces the file when it stops" : "; the file is kept as it is (delete it to let the new calibration be saved)").")
+            }
+        }
+        engine.state.withLock { $0.calibrationFile = file }
         engine.fusion.withLock { $0 = fusion }
         let rate = DeviceMotionEngine.rate(interval: interval)
         var consumers: [SensorKind: Int] = [:]
@@ -367,7 +406,7 @@ extension MotionManager {
         }
         guard let run else { return }
         stop(Array(run.consumers.keys), owner: .deviceMotion)
-        engine.fusion.withLock { $0 = nil }
+        saveCalibration(engine.endFusion())
         engine.state.withLock { s in if s.running == nil { s.latest = nil } }
         if let ended = run.ended, !quietly { run.handlerQueue.async(execute: ended) }
     }
@@ -378,7 +417,36 @@ extension MotionManager {
             defer { s.running = nil; s.latest = nil }
             return s.running
         }
-        motionEngine.fusion.withLock { $0 = nil }
+        let calibration = motionEngine.endFusion()
+        if run != nil { saveCalibration(calibration) }
         if let run, let ended = run.ended { run.handlerQueue.async(execute: ended) }
+    }
+
+    /// The calibration file for the magnetometer device motion uses, or nil when calibrations
+    /// are not kept.
+    private func calibrationFile() -> (path: String, device: String, mount: String)? {
+        guard let folder = motionEngine.state.withLock({ $0.calibrationFolder }), let info = sensor(.magnetometer) else { return nil }
+        let device = MagnetometerCalibrationStore.identity(uri: uri, name: info.deviceName, label: info.label, location: info.location)
+        return (MagnetometerCalibrationStore.path(folder: folder, device: device), device, info.mountMatrix.description)
+    }
+
+    /// Saves the calibration of the device motion run that ended (what it learned, or the one it
+    /// loaded); a failure is reported once through ``noticeHandler``.
+    private func saveCalibration(_ calibration: MagnetometerCalibrator?) {
+        let file = motionEngine.state.withLock { s -> (path: String, device: String, mount: String)? in
+            defer { s.calibrationFile = nil }
+            return s.calibrationFile
+        }
+        guard let file, let calibration else { return }
+        switch MagnetometerCalibrationStore.save(calibration, path: file.path, device: file.device, mount: file.mount) {
+        case .saved, .nothingToSave, .kept: break  // a kept file was reported when it was loaded
+        case .failed(let why): notice(.magnetometer, "The magnetometer calibration could not be saved: \(why).")
+        }
+    }
+
+    /// Hands a notice about a sensor to ``noticeHandler``, once per distinct message.
+    private func notice(_ kind: SensorKind, _ message: String) {
+        let device = sensor(kind)?.deviceDescription ?? "?"
+        hub.announce(MotionNotice(sensors: [kind], device: device, message: message), once: message)
     }
 }

@@ -93,10 +93,13 @@ public final class MotionManager: Sendable {
         self.selectors = selectors
         self.overrides = mountMatrixOverrides
         self.state = Locked(Self.discover(uri: uri, selectors: selectors, overrides: mountMatrixOverrides))
+        let folder = MagnetometerCalibrationStore.defaultFolder()
+        motionEngine.state.withLock { $0.calibrationFolder = folder }
     }
 
     /// A manager over `plans` (no IIO context) whose captures `makeCapture` makes: for the unit
-    /// tests' scripted sources.
+    /// tests' scripted sources. It keeps no magnetometer calibration unless
+    /// ``magnetometerCalibrationFolder`` is set.
     init(plans: [SensorPlan], units: MotionUnits = .coreMotion, makeCapture: @escaping CaptureFactory) {
         self.uri = "scripted:"
         self.units = units

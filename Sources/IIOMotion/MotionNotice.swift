@@ -1,5 +1,6 @@
 /// Something the library tells its user once, without failing (``MotionManager/noticeHandler``):
-/// today, that a sensor is polled because its buffer cannot be used.
+/// that a sensor is polled because its buffer cannot be used, or that a saved magnetometer
+/// calibration cannot be used or saved (``MotionManager/magnetometerCalibrationFolder``).
 ///
 /// ```swift
 /// manager.noticeHandler = { notice in

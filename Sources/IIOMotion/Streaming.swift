@@ -343,8 +343,9 @@ extension MotionManager {
     }
 
     /// Called once per distinct notice, on the manager's private notice queue (a serial queue,
-    /// never a capture thread): today, when a sensor is polled because its buffer cannot be
-    /// used, with the reason. The library prints nothing itself. Any method of the manager may be
+    /// never a capture thread): when a sensor is polled because its buffer cannot be used, with
+    /// the reason, and when a saved magnetometer calibration cannot be used or saved
+    /// (``magnetometerCalibrationFolder``). The library prints nothing itself. Any method of the manager may be
     /// called from it.
     public var noticeHandler: (@Sendable (MotionNotice) -> Void)? {
         get { hub.state.withLock { $0.noticeHandler } }

@@ -460,7 +460,10 @@ final class DeviceSim: Sendable {
 
     // MARK: Faults
 
-    func unplug(devDirectory: String, nodes: FuseNodes?) {
+    /// The device goes away as the kernel removes it: its stream stops, its sysfs folder leaves
+    /// the tree in one step (renamed into `scratch`, then deleted there, so that a `raw` refresh
+    /// still in flight cannot keep a folder with the device's name), then its node goes.
+    func unplug(devDirectory: String, scratch: String, nodes: FuseNodes?) {
         state.withLock { $0.unplugged = true }
         stopStream(wait: true)
         if let nodes {
@@ -469,7 +472,8 @@ final class DeviceSim: Sendable {
                 nodes.unplugAttribute(i)
             }
         }
-        Files.removeTree(directory)
+        let removed = scratch + "/unplugged-" + id
+        Files.removeTree(rename(directory, removed) == 0 ? removed : directory)
         if let nodes {
             nodes.unplug(device: number)
             _ = simsupport_umount_lazy(devNode)

@@ -254,7 +254,7 @@ public final class Simulator: Sendable {
             let after = u.after
             spawn("iio-sim unplug \(d.id)") { [self] in
                 if waitForStop(nanoseconds: Int64(after * 1e9)) { return }
-                d.unplug(devDirectory: devDirectory, nodes: fuseNodes)
+                d.unplug(devDirectory: devDirectory, scratch: scratch, nodes: fuseNodes)
                 log("\(d.id) (\(d.spec.name)) unplugged at \(after) s")
             }
         }

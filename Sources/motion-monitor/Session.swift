@@ -311,16 +311,19 @@ final class WatchSession: Sendable {
 
     /// A handler's error: the sensor has stopped. Both handlers of a sensor report it; once is kept.
     func fail(_ kind: SensorKind, _ error: MotionError) {
-        fail(kind, error, recheck: true)
+        fail(kind, error, rechecks: Self.silentRechecks)
     }
 
-    /// - Parameter recheck: with `--wait-for-device`, a buffer that went silent (ETIMEDOUT) is
-    ///   looked at again a second later before it counts as a failure: the device's folder may
-    ///   go only after its data stopped.
-    private func fail(_ kind: SensorKind, _ error: MotionError, recheck: Bool) {
+    /// With `--wait-for-device`, a buffer that went silent (ETIMEDOUT) is looked at again this many
+    /// times, every half second, before it counts as a failure: a device's folder may go only
+    /// some time after its data stopped (a driver being unbound, a loaded machine).
+    static let silentRechecks = 6
+
+    /// - Parameter rechecks: how many more times a silent buffer's device is looked for.
+    private func fail(_ kind: SensorKind, _ error: MotionError, rechecks: Int) {
         dispatchPrecondition(condition: .onQueue(queue))
-        if waitsForDevices, recheck, error.underlyingErrno == ETIMEDOUT, let label = label(kind), !Self.isGone(label.id, error) {
-            queue.asyncAfter(deadline: .now() + 1) { [self] in fail(kind, error, recheck: false) }
+        if waitsForDevices, rechecks > 0, error.underlyingErrno == ETIMEDOUT, let label = label(kind), !Self.isGone(label.id, error) {
+            queue.asyncAfter(deadline: .now() + 0.5) { [self] in fail(kind, error, rechecks: rechecks - 1) }
             return
         }
         if waitsForDevices, let label = label(kind), Self.isGone(label.id, error) {

@@ -1,10 +1,11 @@
 // motion-truth: device motion against iio-sim's ground truth, run inside iio-sim (which exports
 // the scripted motion and its time zero as IIO_SIM_MOTION and IIO_SIM_MOTION_START_NS).
 //
-//   motion-truth SECONDS [arbitrary|corrected|north] [RATE] [--record FILE]
+//   motion-truth SECONDS [arbitrary|corrected|north] [RATE] [--record FILE] [--calibration-folder DIR]
 //
 // Prints one JSON object: estimates, rate, convergence time, roll/pitch/tilt RMS error (degrees,
-// after the first 2 s), yaw drift per minute, heading RMS and worst error (north frame).
+// after the first 2 s), yaw drift per minute (least-squares slope from 10 s on), heading RMS and
+// worst error (north frame).
 // `--record FILE` also writes every sample the manager delivered (accelerometer, gyroscope,
 // magnetometer: the samples device motion fused, in Core Motion's units), the true attitude at each
 // gyroscope sample (`attitude,truth`) and each estimate (`attitude,IIOMotion`), as rotation vectors
@@ -54,15 +55,17 @@ if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "-
     samples.sort { ($0.timestamp, $0.sensor) < ($1.timestamp, $1.sensor) }
     if commandLine[1] == "--cost" {
         // Pairs as the aligner makes them on a one-device IMU: the same timestamps.
-        var times: [Double] = [], gyro: [SIMD3<Double>] = [], accel: [SIMD3<Double>] = [], field: [SIMD3<Double>] = []
-        var lastAccel = SIMD3<Double>(0, 0, -1), lastField: SIMD3<Double>?
+        // The field at the update after each magnetometer sample (nil at the others).
+        var times: [Double] = [], gyro: [SIMD3<Double>] = [], accel: [SIMD3<Double>] = [], field: [SIMD3<Double>?] = []
+        var lastAccel = SIMD3<Double>(0, 0, -1), newField: SIMD3<Double>?
         for s in samples {
             switch s.sensor {
             case 0: lastAccel = SIMD3(s.x, s.y, s.z)
-            case 2: lastField = SIMD3(s.x, s.y, s.z)
+            case 2: newField = SIMD3(s.x, s.y, s.z)
             default:
                 times.append(s.timestamp); gyro.append(SIMD3(s.x, s.y, s.z)); accel.append(lastAccel)
-                field.append(lastField ?? SIMD3(0, 20, -45))
+                field.append(newField)
+                newField = nil
             }
         }
         let repeats = commandLine.count > 3 ? Int(commandLine[3]) ?? 20 : 20
@@ -87,20 +90,33 @@ if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "-
         let p = kv.split(separator: "=")
         if p.count == 2, let v = Double(p[1]) { overrides[String(p[0])] = v }
     }
+    // FUSION_TRACE=PATH: each estimate's bias-corrected rate (t, x, y, z), calibrated field (x, y, z) and its
+    // accuracy, for the study of the bias and the calibration.
+    var trace = ""
+    let tracePath = ProcessInfo.processInfo.environment["FUSION_TRACE"]
     FusionEntryPoints.run(samples, frame: frame, overrides: overrides) { m in
+        if tracePath != nil { trace += String(format: "%.9f,", m.timestamp) + "\(m.rotationRate.x),\(m.rotationRate.y),\(m.rotationRate.z),\(m.magneticField.field.x),\(m.magneticField.field.y),\(m.magneticField.field.z),\(m.magneticField.accuracy.rawValue)\n" }
         let r = RotationMatrix(m.attitude.quaternion)
         let v = Recording.rotationVector(Mat3(Vec3(r.m11, r.m12, r.m13), Vec3(r.m21, r.m22, r.m23), Vec3(r.m31, r.m32, r.m33)))
         out += String(format: "%.9f,attitude,IIOMotion,", m.timestamp) + "\(v.x),\(v.y),\(v.z)\n"
     }
     guard FileManager.default.createFile(atPath: commandLine[3], contents: Data(out.utf8)) else { fail("cannot write \(commandLine[3])") }
+    if let tracePath, !FileManager.default.createFile(atPath: tracePath, contents: Data(trace.utf8)) { fail("cannot write \(tracePath)") }
     exit(0)
 }
 let recordAt = commandLine.firstIndex(of: "--record").flatMap { $0 + 1 < commandLine.count ? $0 : nil }
 let recordPath = recordAt.map { commandLine[$0 + 1] }
-let args = recordAt.map { Array(commandLine[..<$0] + commandLine[($0 + 2)...]) } ?? commandLine
+let (args, calibrationFolder): ([String], String?) = {
+    var a = recordAt.map { Array(commandLine[..<$0] + commandLine[($0 + 2)...]) } ?? commandLine
+    guard let i = a.firstIndex(of: "--calibration-folder"), i + 1 < a.count else { return (a, nil) }
+    let folder = a[i + 1]
+    a.removeSubrange(i...(i + 1))
+    return (a, folder)
+}()
 func number(_ i: Int, _ def: Double) -> Double { args.count > i ? Double(args[i]) ?? def : def }
 let environment = ProcessInfo.processInfo.environment
 let manager = MotionManager(uri: environment["MOTION_URI"] ?? "local:")
+manager.magnetometerCalibrationFolder = calibrationFolder
 
 // Every device motion estimate for SECONDS, compared with the simulator's scripted motion at
 // the estimate's timestamp (iio-sim exports the script and its time zero).
@@ -157,7 +173,8 @@ let motions = collected.withLock { $0 }
 guard let first = motions.first, let last = motions.last else { fail("no device motion estimate") }
 let degrees = 180 / Double.pi
 func wrap(_ a: Double) -> Double { var x = a.truncatingRemainder(dividingBy: 360); if x > 180 { x -= 360 }; if x < -180 { x += 360 }; return x }
-struct Row { var t: Double; var tilt: Double; var roll: Double; var pitch: Double; var yawChange: Double; var heading: Double }
+struct Row { var t: Double; var tilt: Double; var roll: Double; var pitch: Double; var yawChange: Double; var heading: Double
+    var calibration: MagneticFieldCalibrationAccuracy }
 var rows: [Row] = []
 var firstYaw = 0.0, firstHeadingTrue = 0.0
 for (i, m) in motions.enumerated() {
@@ -174,7 +191,7 @@ for (i, m) in motions.enumerated() {
     rows.append(Row(t: m.timestamp - first.timestamp, tilt: acos(cosine) * degrees,
                     roll: wrap(m.attitude.roll * degrees - atan2(g.x, -g.z) * degrees),
                     pitch: wrap(m.attitude.pitch * degrees - asin(max(-1, min(1, -g.y))) * degrees),
-                    yawChange: yawChange, heading: wrap(m.heading - headingTrue)))
+                    yawChange: yawChange, heading: wrap(m.heading - headingTrue), calibration: m.magneticField.accuracy))
 }
 if let recordPath {
     // Rotation vectors through IIOSimKit's Mat3 (device → frame).
@@ -199,14 +216,26 @@ if let recordPath {
 }
 let converged = (rows.last(where: { $0.tilt >= 1 })?.t ?? 0)
 let settled = rows.filter { $0.t >= 2 }
+let calibratedAt = rows.first { $0.calibration.rawValue >= MagneticFieldCalibrationAccuracy.medium.rawValue }?.t
 func rms(_ v: [Double]) -> Double { v.isEmpty ? -1 : (v.map { $0 * $0 }.reduce(0, +) / Double(v.count)).squareRoot() }
 let span = last.timestamp - first.timestamp
 let tail = rows.filter { $0.t >= min(10, span / 2) }
-let drift = (tail.first.map { f in (rows.last!.yawChange - f.yawChange) / max((rows.last!.t - f.t) / 60, 1e-9) }) ?? 0
+// The least-squares slope of the relative yaw error over the tail (unwrapped), per minute: the measure
+// the peers' tables use, and one that a single noisy sample at either end does not move.
+var unwrapped: [Double] = []
+for r in tail { unwrapped.append(unwrapped.last.map { $0 + wrap(r.yawChange - $0) } ?? r.yawChange) }
+let meanT = tail.map(\.t).reduce(0, +) / Double(max(tail.count, 1))
+let meanYaw = unwrapped.reduce(0, +) / Double(max(unwrapped.count, 1))
+let sxy = zip(tail, unwrapped).map { ($0.t - meanT) * ($1 - meanYaw) }.reduce(0, +)
+let sxx = tail.map { ($0.t - meanT) * ($0.t - meanT) }.reduce(0, +)
+let drift = tail.count > 10 && sxx > 0 ? sxy / sxx * 60 : 0
 emit([("samples", "\(motions.count)"), ("seconds", "\(span)"), ("active", "\(active)"), ("pulled", "\(pulled)"),
       ("rate", "\(rate)"),
       ("convergence", "\(converged)"), ("tiltRMS", "\(rms(settled.map(\.tilt)))"),
       ("rollRMS", "\(rms(settled.map(\.roll)))"), ("pitchRMS", "\(rms(settled.map(\.pitch)))"),
       ("yawDriftPerMinute", "\(abs(drift))"),
       ("headingRMS", "\(frame == .xMagneticNorthZVertical ? rms(settled.map(\.heading)) : -1)"),
-      ("headingMax", "\(frame == .xMagneticNorthZVertical ? settled.map { abs($0.heading) }.max() ?? -1 : -1)")])
+      ("headingMax", "\(frame == .xMagneticNorthZVertical ? settled.map { abs($0.heading) }.max() ?? -1 : -1)"),
+      ("firstCalibration", "\(rows.first?.calibration.rawValue ?? -1)"),
+      ("calibratedAt", "\(calibratedAt ?? -1)"),
+      ("headingRMSCalibrated", "\(frame == .xMagneticNorthZVertical && calibratedAt != nil ? rms(rows.filter { $0.t >= calibratedAt! }.map(\.heading)) : -1)")])

@@ -1,11 +1,13 @@
+import Foundation
 import Testing
 @testable import IIOMotion
-import Glibc
 
-// The magnetometer's online calibration (MagnetometerCalibrator) and its use by the filter:
-// a hard-iron offset and per-axis soft-iron gains like a board's, learned while the device turns.
+// The magnetometer's online calibration (MagnetometerCalibrator) and its use by the filter and
+// the fusion: a hard-iron offset and a soft-iron matrix like a board's, learned while the device
+// turns; the calibration store.
 
 private let hardIron = Vector3(15, -25, 40)  // µT
+/// Per-axis gains (an axis-aligned soft iron).
 private let gains = Vector3(1.1, 0.9, 1.0)
 /// The Earth's field in the north frame (x north, y west, z up), µT.
 private let earth = Vector3(20, 0, -45)
@@ -15,35 +17,210 @@ private func distorted(_ f: Vector3, _ rng: inout SplitMix64) -> Vector3 {
         + Vector3(0.4 * rng.normal(), 0.4 * rng.normal(), 0.4 * rng.normal())
 }
 
+/// A symmetric soft iron with strong off-axis terms: R · diag(1.2, 0.85, 1) · Rᵀ, R a rotation
+/// of 35° about (1, 2, 3).
+private let rotatedSoftIron: Matrix3 = {
+    let axis = (1 / Vector3(1, 2, 3).length) * Vector3(1, 2, 3)
+    let a = 35 * Double.pi / 180
+    let q = Quaternion(x: axis.x * sin(a / 2), y: axis.y * sin(a / 2), z: axis.z * sin(a / 2), w: cos(a / 2))
+    let r = Matrix3(r0: q.rotate(Vector3(1, 0, 0)), r1: q.rotate(Vector3(0, 1, 0)), r2: q.rotate(Vector3(0, 0, 1))).transposed
+    return r * Matrix3(r0: Vector3(1.2, 0, 0), r1: Vector3(0, 0.85, 0), r2: Vector3(0, 0, 1)) * r.transposed
+}()
+
 /// A device turning every way: yaw 40°/s, pitch and roll swinging (north frame, device → frame).
 private func attitude(_ t: Double) -> Quaternion {
     Attitude(roll: 70 * sin(0.45 * t) * .pi / 180, pitch: 50 * sin(0.7 * t) * .pi / 180, yaw: 0.7 * t).quaternion
 }
 
-@Suite("Magnetometer calibration")
+/// A device held in the hand: turning about the vertical, tilted at most about 30°.
+private func handHeld(_ t: Double) -> Quaternion {
+    Attitude(roll: 20 * sin(0.31 * t) * .pi / 180, pitch: (35 + 15 * sin(0.53 * t)) * .pi / 180, yaw: 0.4 * t + sin(0.2 * t)).quaternion
+}
+
+/// A phone looked at in the hand: heading swinging ±60°, tilts under 25°.
+private func swinging(_ t: Double) -> Quaternion {
+    Attitude(roll: 15 * sin(0.37 * t) * .pi / 180, pitch: (30 + 10 * sin(0.61 * t)) * .pi / 180,
+             yaw: 60 * sin(0.23 * t) * .pi / 180).quaternion
+}
+
+/// A soft iron with a small off-axis term, for the swinging phone.
+private let handSoftIron = Matrix3(r0: Vector3(1.1, 0.03, 0), r1: Vector3(0.03, 0.9, 0), r2: Vector3(0, 0, 1))
+
+/// The heading error (degrees) of a field seen in the device frame against the truth, both
+/// projected on the horizontal given by gravity.
+private func headingError(_ field: Vector3, truth: Vector3, gravity g: Vector3) -> Double {
+    let up = (-1 / g.length) * g
+    let a = field - field.dot(up) * up, b = truth - truth.dot(up) * up
+    return atan2(a.cross(b).dot(up), a.dot(b)) * 180 / .pi
+}
+
+@Suite("Magnetometer calibration", .timeLimit(.minutes(2)))
 struct MagnetometerCalibrationTests {
-    @Test("Offset and gains are learned as the device turns; accuracy rises with coverage")
+    @Test("Offset and gains are learned as the device turns (no gravity); accuracy rises with coverage")
     func learns() {
         var rng = SplitMix64(seed: 3)
         var cal = MagnetometerCalibrator()
         var seen: [MagneticFieldCalibrationAccuracy] = []
-        for i in 0..<4000 {
+        var coverage: [Int] = []
+        for i in 0..<6000 {
             let q = attitude(Double(i) / 50)
             cal.add(distorted(q.inverseRotate(earth), &rng))
-            if seen.last != cal.accuracy { seen.append(cal.accuracy) }
+            if seen.last != cal.accuracy {
+                seen.append(cal.accuracy)
+                coverage.append(cal.coverage)
+            }
         }
-        #expect(seen.first == .uncalibrated && seen.last == .high)
-        #expect(seen.map(\.rawValue) == seen.map(\.rawValue).sorted())
-        #expect((cal.offset - hardIron).length < 1.5, "offset \(cal.offset)")
-        // Gains up to a common factor: the calibrated field is a sphere.
-        let ratio = Vector3(cal.scale.x * gains.x, cal.scale.y * gains.y, cal.scale.z * gains.z)
-        #expect(abs(ratio.x / ratio.z - 1) < 0.02 && abs(ratio.y / ratio.z - 1) < 0.02, "scale \(cal.scale)")
+        #expect(seen.first == .uncalibrated && seen.last == .high, "\(seen)")
+        #expect(seen.map(\.rawValue) == seen.map(\.rawValue).sorted(), "\(seen)")
+        #expect(coverage == coverage.sorted(), "coverage when the accuracy changed: \(coverage)")
+        #expect((cal.offset - hardIron).length < 1, "offset \(cal.offset)")
+        // W · diag(gains) is the identity up to a factor.
+        let w = cal.softIron * Matrix3(r0: Vector3(gains.x, 0, 0), r1: Vector3(0, gains.y, 0), r2: Vector3(0, 0, gains.z))
+        let k = w.trace / 3
+        let e = w - Matrix3.diagonal(k)
+        #expect(max(e.r0.length, e.r1.length, e.r2.length) < 0.02 * k, "W \(cal.softIron)")
         #expect(abs(cal.strength - earth.length) / earth.length < 0.12)
-        #expect(cal.coverage >= 20)
         // A steel object passing adds 30 µT: not learned from.
         let q = attitude(3)
         let taken = cal.add(distorted(q.inverseRotate(earth) + Vector3(30, 0, 0), &rng))
         #expect(!taken)
+    }
+
+    @Test("A rotated ellipsoid (off-axis soft iron) is recovered by the linear fit: W·S is a multiple of identity")
+    func rotatedEllipsoid() {
+        var rng = SplitMix64(seed: 11)
+        var cal = MagnetometerCalibrator()
+        let s = rotatedSoftIron
+        for _ in 0..<8000 {
+            // Directions uniform on the sphere.
+            let d = Vector3(rng.normal(), rng.normal(), rng.normal())
+            let f = (earth.length / d.length) * d
+            cal.add(s * f + hardIron + Vector3(0.3 * rng.normal(), 0.3 * rng.normal(), 0.3 * rng.normal()))
+        }
+        #expect(cal.model == .ellipsoid)
+        #expect(cal.accuracy == .high)
+        #expect((cal.offset - hardIron).length < 0.5, "offset \(cal.offset)")
+        let ws = cal.softIron * s
+        let k = ws.trace / 3
+        let e = ws - Matrix3.diagonal(k)
+        #expect(max(e.r0.length, e.r1.length, e.r2.length) < 0.01 * k, "W·S \(ws)")
+        // Symmetric, determinant 1.
+        #expect(abs(cal.softIron.r0.y - cal.softIron.r1.x) < 1e-9 && abs(cal.softIron.determinant - 1) < 1e-6)
+    }
+
+    @Test("Held in the hand (tilts up to 50°), with gravity: hard iron and an off-axis soft iron learned, heading within 2° RMS")
+    func handHeldWithGravity() throws {
+        var rng = SplitMix64(seed: 12)
+        var cal = MagnetometerCalibrator()
+        // Off-diagonals 0.15: a soft iron at an angle to the axes.
+        let s = Matrix3(r0: Vector3(1.1, 0.15, 0), r1: Vector3(0.15, 0.9, 0.05), r2: Vector3(0, 0.05, 1))
+        var errors: [Double] = [], offsetOnly: [Double] = []
+        var seen: [MagneticFieldCalibrationAccuracy] = []
+        let rate = 20.0
+        for i in 0..<Int(180 * rate) {
+            let t = Double(i) / rate
+            let q = handHeld(t)
+            let truth = q.inverseRotate(earth)
+            let g = q.inverseRotate(Vector3(0, 0, -1))
+            let raw = s * truth + hardIron + Vector3(0.4 * rng.normal(), 0.4 * rng.normal(), 0.4 * rng.normal())
+            cal.add(raw, gravity: g)
+            if seen.last != cal.accuracy { seen.append(cal.accuracy) }
+            if t >= 120 {
+                errors.append(headingError(cal.calibrated(raw), truth: truth, gravity: g))
+                offsetOnly.append(headingError(raw - hardIron, truth: truth, gravity: g))
+            }
+        }
+        func rms(_ v: [Double]) -> Double { (v.map { $0 * $0 }.reduce(0, +) / Double(max(v.count, 1))).squareRoot() }
+        print("figure: heading RMS from the calibrated field, hand-held, off-axis soft iron: \(rms(errors))° (the true offset alone: \(rms(offsetOnly))°); accuracy \(seen)")
+        #expect(seen.first == .uncalibrated && seen.map(\.rawValue) == seen.map(\.rawValue).sorted(), "\(seen)")
+        #expect(cal.isCalibrated)
+        #expect(rms(errors) < 2, "heading RMS \(rms(errors))°")
+        #expect(rms(offsetOnly) > 3, "the soft iron matters: \(rms(offsetOnly))°")
+        #expect((cal.offset - hardIron).length < 3, "offset \(cal.offset)")
+    }
+
+    @Test("Turned to and fro in the hand (±60°, tilted under 25°): the gyroscope's turns pin the offset the strength and the vertical part leave loose")
+    func gyroscopePairs() {
+        let s = handSoftIron
+        func learn(withTurns: Bool) -> (offset: Double, heading: Double) {
+            var rng = SplitMix64(seed: 5)
+            var cal = MagnetometerCalibrator()
+            var errors: [Double] = []
+            let rate = 50.0
+            for i in 0..<Int(120 * rate) {
+                let t = Double(i) / rate
+                let q = swinging(t)
+                let truth = q.inverseRotate(earth)
+                let g = q.inverseRotate(Vector3(0, 0, -1))
+                let raw = s * truth + hardIron + Vector3(0.4 * rng.normal(), 0.4 * rng.normal(), 0.4 * rng.normal())
+                cal.add(raw, gravity: g, turn: withTurns ? q : nil)
+                // The calibration's own error: the heading of the noise-free sample calibrated
+                // (0.4 µT of noise on a 20 µT horizontal field is 1.1° on each sample).
+                if t >= 90, cal.isCalibrated { errors.append(headingError(cal.calibrated(s * truth + hardIron), truth: truth, gravity: g)) }
+            }
+            let rms = (errors.map { $0 * $0 }.reduce(0, +) / Double(max(errors.count, 1))).squareRoot()
+            return ((cal.offset - hardIron).length, errors.isEmpty ? .infinity : rms)
+        }
+        let paired = learn(withTurns: true), alone = learn(withTurns: false)
+        print("figure: swung in the hand: offset error \(paired.offset) µT, heading RMS (noise-free samples) \(paired.heading)° with the gyroscope's turns; \(alone.offset) µT, \(alone.heading)° without")
+        #expect(paired.offset < 1.5, "offset error \(paired.offset) µT")
+        #expect(paired.heading < 1, "heading RMS \(paired.heading)°")
+        #expect(paired.offset < alone.offset / 3 && paired.heading < alone.heading / 2)
+    }
+
+    @Test("Turns from a gyroscope whose bias about the turn axis is unknown are not paired; known to 0.05 °/s they are")
+    func pairsNeedAKnownBias() {
+        let s = handSoftIron
+        let deg = Double.pi / 180
+        /// The offset error (µT) after 120 s, the turns integrated with `biasError` (rad/s, device
+        /// frame) added to the true rate and given with `covariance`, or no turns.
+        func learn(turns: Bool, biasError: Vector3 = .zero, covariance: Matrix3 = .diagonal(0)) -> Double {
+            var rng = SplitMix64(seed: 5)
+            var cal = MagnetometerCalibrator()
+            let rate = 50.0
+            var gyro = swinging(0)
+            var previous = swinging(0)
+            for i in 0..<Int(120 * rate) {
+                let t = Double(i) / rate
+                let q = swinging(t)
+                // The body-frame step the gyroscope measured, plus the bias error's.
+                let step = previous.conjugate.multiplied(by: q)
+                let e = (1 / rate) * biasError
+                gyro = gyro.multiplied(by: step)
+                if e.length > 0 { gyro = gyro.multiplied(by: Quaternion(axis: (1 / e.length) * e, angle: e.length)).normalized }
+                previous = q
+                let truth = q.inverseRotate(earth)
+                let g = q.inverseRotate(Vector3(0, 0, -1))
+                let raw = s * truth + hardIron + Vector3(0.4 * rng.normal(), 0.4 * rng.normal(), 0.4 * rng.normal())
+                cal.add(raw, gravity: g, turn: turns ? gyro : nil, turnRateCovariance: covariance)
+            }
+            return (cal.offset - hardIron).length
+        }
+        let alone = learn(turns: false)
+        let unknown = learn(turns: true, biasError: Vector3(0, 0, 0.25 * deg), covariance: .diagonal(0.25 * deg * 0.25 * deg))
+        let known = learn(turns: true, covariance: .diagonal(0.05 * deg * 0.05 * deg))
+        print("figure: pairs and the gyroscope's bias: offset error \(known) µT with the bias known to 0.05 °/s, \(unknown) µT with a 0.25 °/s error it is unsure of (\(alone) µT without turns)")
+        #expect(unknown == alone, "the pairs of an uncertain gyroscope were used")
+        #expect(known < alone / 3)
+    }
+
+    @Test("An undistorted magnetometer is left as it is: no offset, no matrix, once the fits explain it no better")
+    func undistortedLeftAlone() {
+        var rng = SplitMix64(seed: 21)
+        var cal = MagnetometerCalibrator()
+        var worstOffset = 0.0
+        let rate = 20.0
+        for i in 0..<Int(120 * rate) {
+            let t = Double(i) / rate
+            let q = handHeld(t)
+            let raw = q.inverseRotate(earth) + Vector3(0.4 * rng.normal(), 0.4 * rng.normal(), 0.4 * rng.normal())
+            cal.add(raw, gravity: q.inverseRotate(Vector3(0, 0, -1)))
+            if t >= 60 { worstOffset = max(worstOffset, cal.offset.length) }
+        }
+        #expect(cal.isCalibrated)
+        #expect(worstOffset == 0, "an offset of \(worstOffset) µT was applied to a clean field")
+        #expect(cal.softIron == .diagonal(1))
+        #expect(abs(cal.strength - earth.length) < 1, "strength \(cal.strength)")
     }
 
     @Test("Held one way, it stays uncalibrated")
@@ -51,23 +228,48 @@ struct MagnetometerCalibrationTests {
         var rng = SplitMix64(seed: 4)
         var cal = MagnetometerCalibrator()
         let q = Attitude(roll: 0.1, pitch: 0.2, yaw: 1).quaternion
+        for _ in 0..<3000 { cal.add(distorted(q.inverseRotate(earth), &rng), gravity: q.inverseRotate(Vector3(0, 0, -1))) }
+        #expect(cal.accuracy == .uncalibrated)
         for _ in 0..<3000 { cal.add(distorted(q.inverseRotate(earth), &rng)) }
         #expect(cal.accuracy == .uncalibrated)
     }
 
-    @Test("Saved and read back as text; a board starts calibrated (at most medium), garbage is refused")
-    func persistence() {
-        var rng = SplitMix64(seed: 5)
-        var cal = MagnetometerCalibrator()
-        for i in 0..<4000 { cal.add(distorted(attitude(Double(i) / 50).inverseRotate(earth), &rng)) }
-        let back = MagnetometerCalibrator(text: cal.text)
-        #expect(back?.offset == cal.offset && back?.scale == cal.scale && back?.accuracy == .medium)
-        #expect(MagnetometerCalibrator(text: "") == nil)
-        #expect(MagnetometerCalibrator(text: "iiomotion-magnetometer-calibration-1 1 2 3") == nil)
-        #expect(MagnetometerCalibrator(text: cal.text.replacingOccurrences(of: "-1 ", with: "-9 ")) == nil)
+    @Test("Eigen-decomposition of a symmetric 3×3 matrix (Jacobi)")
+    func eigen() throws {
+        let m = rotatedSoftIron
+        let e = try #require(MagnetometerCalibrator.symmetricEigen(m))
+        let values = [e.values.x, e.values.y, e.values.z].sorted()
+        #expect(abs(values[0] - 0.85) < 1e-9 && abs(values[1] - 1) < 1e-9 && abs(values[2] - 1.2) < 1e-9, "\(values)")
+        let back = e.vectors.scaledColumns(e.values) * e.vectors.transposed - m
+        #expect(max(back.r0.length, back.r1.length, back.r2.length) < 1e-9)
     }
 
-    @Test("Heading in the north frame within 2° RMS once calibrated, on hard and soft iron")
+    @Test("Saved and read back as text; a board starts calibrated (at most medium); version 1 still reads; garbage is refused")
+    func persistence() throws {
+        var rng = SplitMix64(seed: 5)
+        var cal = MagnetometerCalibrator()
+        for i in 0..<6000 { cal.add(distorted(attitude(Double(i) / 50).inverseRotate(earth), &rng)) }
+        let text = cal.text()
+        #expect(text.hasPrefix("iiomotion-magnetometer-calibration 2\nmodel "))
+        let back = try #require(MagnetometerCalibrator(text: text))
+        #expect(back.offset == cal.offset && back.softIron == cal.softIron && back.strength == cal.strength)
+        #expect(back.accuracy == .medium && back.isSaved && back.model == cal.model)
+        // Version 1: one line, offset and per-axis scale.
+        let v1 = try #require(MagnetometerCalibrator(text: "iiomotion-magnetometer-calibration-1 15 -25 40 0.91 1.11 1 49 0.01 20\n"))
+        #expect(v1.model == .axisAligned && v1.offset == hardIron && v1.softIron.r1.y == 1.11 && v1.accuracy == .medium)
+        #expect(MagnetometerCalibrator(text: "") == nil)
+        #expect(MagnetometerCalibrator(text: "iiomotion-magnetometer-calibration-1 1 2 3") == nil)
+        #expect(MagnetometerCalibrator.read(text.replacingOccurrences(of: "calibration 2", with: "calibration 3"))
+            == .failure(.unknownVersion("3")))
+        guard case .failure(.invalid) = MagnetometerCalibrator.read(text.replacingOccurrences(of: "offset ", with: "offset x")) else {
+            Issue.record("a damaged offset is refused"); return
+        }
+        // An implausible matrix (not positive definite) is refused.
+        let bad = text.split(separator: "\n").map { $0.hasPrefix("soft-iron") ? "soft-iron 1 0 0 0 -1 0 0 0 1" : String($0) }.joined(separator: "\n")
+        #expect(MagnetometerCalibrator(text: bad) == nil)
+    }
+
+    @Test("Heading in the north frame within 2° RMS once calibrated, on hard and soft iron (the filter alone)")
     func heading() {
         var rng = SplitMix64(seed: 6)
         var filter = AttitudeFilter(referenceFrame: .xMagneticNorthZVertical)
@@ -97,27 +299,113 @@ struct MagnetometerCalibrationTests {
         #expect(n > 0 && rms < 2)
         #expect(filter.magnetometerCalibration.accuracy == .high)
     }
+
+    @Test("The fusion learns with the filter's gravity; a saved calibration makes the first estimates calibrated")
+    func fusionStartsFromSaved() throws {
+        var rng = SplitMix64(seed: 8)
+        var fusion = DeviceMotionFusion(referenceFrame: .xMagneticNorthZVertical)
+        var last: DeviceMotion?
+        func feed(_ f: inout DeviceMotionFusion, from: Int, to: Int) {
+            for i in from..<to {
+                let t = Double(i) / 100
+                let q = attitude(t)
+                let g = q.inverseRotate(Vector3(0, 0, -1))
+                if i % 4 == 0 {
+                    f.add(magnetometer: MagnetometerData(timestamp: t, magneticField: distorted(q.inverseRotate(earth), &rng).magneticField))
+                }
+                f.add(accelerometer: AccelerometerData(timestamp: t, acceleration: g.acceleration)) { _ in }
+                let h = 1e-5
+                let a = attitude(t - h), b = attitude(t + h)
+                let dq = Quaternion(x: (b.x - a.x) / (2 * h), y: (b.y - a.y) / (2 * h), z: (b.z - a.z) / (2 * h), w: (b.w - a.w) / (2 * h))
+                let w = q.conjugate.multiplied(by: dq)
+                f.add(gyro: GyroData(timestamp: t, rotationRate: RotationRate(x: 2 * w.x, y: 2 * w.y, z: 2 * w.z))) { last = $0 }
+            }
+        }
+        feed(&fusion, from: 0, to: 12000)
+        let learned = fusion.magnetometerCalibration
+        #expect(learned.accuracy == .high, "\(learned.accuracy)")
+        #expect((learned.offset - hardIron).length < 1, "offset \(learned.offset)")
+        #expect(last?.magneticField.accuracy == .high)
+        let saved = try #require(MagnetometerCalibrator(text: learned.text()))
+        var next = DeviceMotionFusion(referenceFrame: .xMagneticNorthZVertical)
+        next.magnetometerCalibration = saved
+        last = nil
+        feed(&next, from: 0, to: 20)
+        #expect(last?.magneticField.accuracy == .medium, "\(String(describing: last?.magneticField))")
+        let field = try #require(last).magneticField.field
+        #expect(abs(Vector3(field).length - learned.strength) < 3)
+    }
 }
 
-@Suite("Magnetometer calibration store")
+@Suite("Magnetometer calibration store", .timeLimit(.minutes(1)))
 struct MagnetometerCalibrationStoreTests {
+    func learned() -> MagnetometerCalibrator {
+        var rng = SplitMix64(seed: 7)
+        var cal = MagnetometerCalibrator()
+        for i in 0..<6000 { cal.add(distorted(attitude(Double(i) / 50).inverseRotate(earth), &rng)) }
+        return cal
+    }
+
+    func temporaryFolder() -> String {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("iiomotion-store-test-\(UUID().uuidString)").path
+        return root
+    }
+
     @Test("A file per device under XDG_STATE_HOME; saved, loaded, deleted")
     func roundTrip() throws {
-        let root = "/tmp/iiomotion-store-test-\(getpid())"
+        let root = temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: root) }
         let env = ["XDG_STATE_HOME": root, "HOME": "/nonexistent"]
         let path = try #require(MagnetometerCalibrationStore.path(device: "lsm9ds1_magn/label 1", environment: env))
         #expect(path == root + "/iiomotion/magnetometer-lsm9ds1_magn_label_1.txt")
-        #expect(MagnetometerCalibrationStore.load(path: path) == nil)
-        var rng = SplitMix64(seed: 7)
-        var cal = MagnetometerCalibrator()
-        #expect(!MagnetometerCalibrationStore.save(cal, path: path))  // nothing learned: nothing saved
-        for i in 0..<4000 { cal.add(distorted(attitude(Double(i) / 50).inverseRotate(earth), &rng)) }
-        #expect(MagnetometerCalibrationStore.save(cal, path: path))
-        let back = try #require(MagnetometerCalibrationStore.load(path: path))
-        #expect(back.offset == cal.offset && back.isCalibrated)
-        unlink(path)
-        #expect(MagnetometerCalibrationStore.load(path: path) == nil)
-        rmdir(root + "/iiomotion"); rmdir(root)
+        #expect(MagnetometerCalibrationStore.load(path: path) == .none)
+        #expect(MagnetometerCalibrationStore.save(MagnetometerCalibrator(), path: path) == .nothingToSave)
+        let cal = learned()
+        #expect(MagnetometerCalibrationStore.save(cal, path: path, device: "lsm9ds1_magn", mount: "1, 0, 0; 0, 1, 0; 0, 0, 1") == .saved)
+        guard case .calibration(let back) = MagnetometerCalibrationStore.load(path: path, mount: "1, 0, 0; 0, 1, 0; 0, 0, 1") else {
+            Issue.record("the saved calibration loads"); return
+        }
+        #expect(back.offset == cal.offset && back.softIron == cal.softIron && back.isCalibrated)
+        // Saved with another mount matrix: not used, and the reason says so.
+        guard case .unusable(let why) = MagnetometerCalibrationStore.load(path: path, mount: "0, 1, 0; 1, 0, 0; 0, 0, 1") else {
+            Issue.record("another mount matrix is refused"); return
+        }
+        #expect(why.contains("mount matrix"))
+        // A calibration of ours is replaced.
+        #expect(MagnetometerCalibrationStore.save(cal, path: path) == .saved)
+        try FileManager.default.removeItem(atPath: path)
+        #expect(MagnetometerCalibrationStore.load(path: path) == .none)
         #expect(MagnetometerCalibrationStore.path(device: "x", environment: [:]) == nil)
+        #expect(MagnetometerCalibrationStore.path(device: "x", environment: ["XDG_STATE_HOME": "relative", "HOME": "/home/u"])
+            == "/home/u/.local/state/iiomotion/magnetometer-x.txt")
+        #expect(MagnetometerCalibrationStore.identity(uri: "local:", name: "lsm9ds1_magn", label: nil, location: nil) == "lsm9ds1_magn")
+        #expect(MagnetometerCalibrationStore.identity(uri: "ip:pi", name: "ak8975", label: "compass", location: nil) == "ip:pi-ak8975-compass")
+    }
+
+    @Test("A damaged file, or one of an unknown version, is not used and never overwritten")
+    func corruptFileKept() throws {
+        let root = temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let path = root + "/magnetometer-x.txt"
+        let cal = learned()
+        for (content, reason) in [("\u{0}\u{1}garbage\n", "not an IIOMotion magnetometer calibration"),
+                                  ("iiomotion-magnetometer-calibration 2\nmodel ellipsoid\noffset 1 2\n", "damaged"),
+                                  ("iiomotion-magnetometer-calibration 9\nwhatever\n", "version 9")] {
+            try Data(content.utf8).write(to: URL(fileURLWithPath: path))
+            guard case .unusable(let why) = MagnetometerCalibrationStore.load(path: path) else {
+                Issue.record("\(content) is refused"); continue
+            }
+            #expect(why.contains(reason), "\(why)")
+            #expect(!MagnetometerCalibrationStore.isReplaceable(path: path))
+            guard case .kept = MagnetometerCalibrationStore.save(cal, path: path) else {
+                Issue.record("\(content) is kept"); continue
+            }
+            #expect(try String(contentsOfFile: path, encoding: .utf8) == content)
+        }
+        // A folder where the file should be: unreadable, kept.
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        guard case .unusable = MagnetometerCalibrationStore.load(path: path) else { Issue.record("a folder is refused"); return }
     }
 }

@@ -119,6 +119,9 @@ private struct Run {
         var motion: DeviceMotion
         var measured: Acceleration
         var trueUser: V
+        /// The gyroscope's reading (rad/s, bias included): less the estimate's rotation rate, the
+        /// bias the filter had learned.
+        var rawRate: V
     }
     var points: [Point] = []
     /// Truth yaw at the first estimate (the arbitrary frames start with yaw 0 there).
@@ -195,7 +198,7 @@ private func simulate(
     let gyroSigma = model.gyroNoiseDensity * (rate / 2).squareRoot() * deg
     let bias = deg * model.gyroBias
     var run = Run(fusion: DeviceMotionFusion(referenceFrame: frame, units: .coreMotion, configuration: configuration), start: start)
-    var measuredAt: [Double: (Acceleration, V)] = [:]
+    var measuredAt: [Double: (Acceleration, V, V)] = [:]
     var nextMag = 0.0
     var first = true
     for i in 0..<n {
@@ -210,7 +213,7 @@ private func simulate(
         let a = q.unrotate(V(0, 0, -1)) + user + noise.vector(accelSigma)
         let w = trajectory.rate(t) + trajectory.gyroFault(t) + bias + noise.vector(gyroSigma)
         let acceleration = Acceleration(x: a.x, y: a.y, z: a.z)
-        measuredAt[start + t] = (acceleration, user)
+        measuredAt[start + t] = (acceleration, user, w)
         var out: [DeviceMotion] = []
         run.fusion.add(accelerometer: AccelerometerData(timestamp: start + t, acceleration: acceleration)) { out.append($0) }
         run.fusion.add(gyro: GyroData(timestamp: start + t, rotationRate: RotationRate(x: w.x, y: w.y, z: w.z))) { out.append($0) }
@@ -221,8 +224,8 @@ private func simulate(
                 run.yawOffset = frame.isDisjoint(with: [.xMagneticNorthZVertical]) ? truth.euler.yaw : 0
                 first = false
             }
-            let (measured, trueUser) = measuredAt.removeValue(forKey: m.timestamp)!
-            run.points.append(Run.Point(truth: truth, motion: m, measured: measured, trueUser: trueUser))
+            let (measured, trueUser, raw) = measuredAt.removeValue(forKey: m.timestamp)!
+            run.points.append(Run.Point(truth: truth, motion: m, measured: measured, trueUser: trueUser, rawRate: raw))
         }
     }
     return run
@@ -262,7 +265,7 @@ private func checkInvariants(_ run: Run, sourceLocation: SourceLocation = #_sour
 
 // MARK: - Conventions
 
-@Suite("Fusion: Core Motion's attitude conventions")
+@Suite("Fusion: Core Motion's attitude conventions", .timeLimit(.minutes(5)))
 struct FusionConventionTests {
     /// Face up on a table: no roll, no pitch; gravity straight down the screen's normal, (0, 0, −1),
     /// which is what the accelerometer reads there in Core Motion's sign.
@@ -371,7 +374,7 @@ struct FusionConventionTests {
 
 // MARK: - Accuracy against ground truth
 
-@Suite("Fusion: accuracy against ground truth")
+@Suite("Fusion: accuracy against ground truth", .timeLimit(.minutes(5)))
 struct FusionAccuracyTests {
     /// Still face up with BMI160 noise and a 0.3°/s-class bias: roll/pitch within 1° RMS, and the
     /// learned bias leaves a rotation rate near zero.
@@ -427,6 +430,77 @@ struct FusionAccuracyTests {
         let run = simulate(Trajectory(attitude: { _ in .one }), rate: 100, duration: 30, configuration: config)
         let drift = abs(run.yawError(run.points.last!) - run.yawError(run.after(5).first!)) / (25.0 / 60)
         #expect(drift > 10)
+    }
+
+    /// Shaken with rotation (30° swings about x and y at 3 Hz, a quarter period apart: a coning
+    /// motion, up to 800 °/s) on ideal sensors at 200 Hz, gravity not used: the gyroscope's
+    /// integration alone keeps the attitude within 0.3° over 30 s (its rate integrated as a
+    /// parabola through three samples, with the coning term; the midpoint rule with it loses
+    /// 5.9°).
+    @Test func integrationOfAFastConingMotion() {
+        let traj = Trajectory(attitude: { t in
+            TQ.euler(roll: 30 * sin(2 * .pi * 3 * t), pitch: 30 * cos(2 * .pi * 3 * t), yaw: 0)
+        })
+        var config = AttitudeFilter.Configuration()
+        config.learnsBias = false
+        config.accelerometerTimeConstant = 1e6
+        config.maximumAccelerometerTimeConstant = 1e6
+        config.startupTimeConstant = 1e6
+        config.correctionRateLimit = 0
+        config.accelerationRecoveryTime = .infinity
+        let run = simulate(traj, rate: 200, duration: 30, model: .ideal, configuration: config)
+        checkInvariants(run)
+        var worst = 0.0
+        for p in run.after(1) {
+            let q = p.motion.attitude.quaternion
+            let truth = p.truth
+            // The angle of truth⁻¹ ⊗ estimate, the yaw offset of the arbitrary frame removed.
+            let offset = TQ(axis: (0, 0, 1), degrees: -run.yawOffset / deg)
+            let e = (offset * truth).conj * TQ(w: q.w, x: q.x, y: q.y, z: q.z)
+            worst = max(worst, 2 * acos(min(1, abs(e.w))) / deg)
+        }
+        figure("coning motion at 3 Hz, gyroscope alone: worst attitude error \(fmt(worst, 3))° over 30 s")
+        #expect(worst < 0.3)
+    }
+
+    /// A phone in a car's holder at a standstill: the body rocks slowly (1.5° at 0.04–0.05 Hz,
+    /// up to 0.5°/s, which over a rest window looks like a bias), the engine shakes it (0.05° at
+    /// 25–30 Hz, 0.15 g). Rest windows must not take the rocking for the bias: after a minute the
+    /// bias across the vertical is within 0.04°/s of the truth, the yaw drifts less than
+    /// 1.5°/min and the tilt RMS is under 0.6°. (Rest windows that took the rocking as the bias
+    /// left 0.056°/s across it, 2.0°/min and 0.87°; the rocking's share of a rest window's noise
+    /// across gravity is capped at ``AttitudeFilter/Configuration/restTurnDeviation``, so a
+    /// linear shake, which the accelerometer cannot tell from a turn either, still teaches the
+    /// bias.)
+    @Test func rockingIsNotABias() {
+        let traj = Trajectory(
+            attitude: { t in
+                // The car's body (rocking about horizontal axes) carrying the holder's mount.
+                TQ.euler(roll: 1.5 * sin(2 * .pi * 0.05 * t) + 0.05 * sin(2 * .pi * 27 * t),
+                         pitch: 1.5 * sin(2 * .pi * 0.04 * t + 1) + 0.04 * sin(2 * .pi * 12 * t),
+                         yaw: 0.03 * sin(2 * .pi * 25 * t)) * TQ.euler(roll: 0, pitch: 65, yaw: 20)
+            },
+            linearAcceleration: { t in V(0.03 * sin(2 * .pi * 12 * t), 0.02 * sin(2 * .pi * 9 * t + 2), 0.15 * sin(2 * .pi * 29 * t)) })
+        let run = simulate(traj, rate: 200, duration: 60)
+        checkInvariants(run)
+        let trueBias = deg * SensorModel.bmi160.gyroBias
+        // Mean over the last 10 s of the bias error, split along and across the device-frame vertical.
+        var across = 0.0, along = 0.0
+        let tail = run.after(50)
+        for p in tail {
+            let r = p.motion.rotationRate
+            let error = trueBias - (p.rawRate - V(r.x, r.y, r.z))
+            let up = p.truth.unrotate(V(0, 0, 1))
+            let a = error.x * up.x + error.y * up.y + error.z * up.z
+            along += a / Double(tail.count)
+            across += (error - a * up).length / Double(tail.count)
+        }
+        let from = run.after(10).first!, to = run.points.last!
+        let drift = abs(run.yawError(to) - run.yawError(from)) / ((to.motion.timestamp - from.motion.timestamp) / 60)
+        figure("rocking in a car's holder: bias error across the vertical \(fmt(across / deg, 3))°/s, about it \(fmt(along / deg, 3))°/s, yaw drift \(fmt(drift, 2))°/min, tilt RMS \(fmt(run.rollPitchRMS(after: 10), 2))°")
+        #expect(across / deg < 0.04)
+        #expect(drift < 1.5)
+        #expect(run.rollPitchRMS(after: 10) < 0.6)
     }
 
     /// Rest 3 s, then turn about the vertical at 45°/s for 20 s (not stillness: the bias must not
@@ -488,6 +562,7 @@ struct FusionAccuracyTests {
         off.accelerometerTimeConstant = 0.005
         off.maximumAccelerometerTimeConstant = 0.005
         off.startupTimeConstant = 0.005
+        off.correctionRateLimit = 0
         let unweighted = simulate(shake, rate: 200, duration: 10, configuration: off).rollPitchRMS(after: 3, until: 9)
         figure("shaking 0.5 g: roll/pitch RMS \(fmt(rms, 3))° (\(fmt(unweighted, 3))° without averaging), userAcceleration RMS error \(fmt(userErr, 4)) g")
         #expect(rms < 1)
@@ -579,10 +654,41 @@ struct FusionAccuracyTests {
 
 // MARK: - Magnetometer
 
-@Suite("Fusion: magnetometer frames")
+@Suite("Fusion: magnetometer frames", .timeLimit(.minutes(5)))
 struct FusionMagnetometerTests {
     /// The Earth's field in the magnetic-north frame: 20 µT north, 40 µT down (dip 63°).
     private static let field = V(20, 0, -40)
+
+    /// Turning about the vertical without a stop (30 °/s, tilted 20°): the bias about the
+    /// vertical is never seen at rest, nor by the tilt; the magnetometer's yaw corrections
+    /// measure it. After a minute it is known within 0.02 °/s (not learned from them, it stays
+    /// at its full 0.25 °/s), and the heading within 0.5°.
+    @Test func biasAboutTheVerticalFromTheMagnetometer() {
+        let traj = Trajectory(attitude: { t in TQ(axis: (0, 0, 1), degrees: 30 * t) * TQ.euler(roll: 0, pitch: 20, yaw: 0) })
+        func verticalError(_ configuration: AttitudeFilter.Configuration) -> (bias: Double, heading: Double) {
+            let run = simulate(traj, rate: 100, duration: 60, frame: .xMagneticNorthZVertical, field: Self.field, configuration: configuration)
+            checkInvariants(run)
+            let trueBias = deg * SensorModel.bmi160.gyroBias
+            let tail = run.after(50)
+            var along = 0.0, heading = 0.0
+            for p in tail {
+                let r = p.motion.rotationRate
+                let error = trueBias - (p.rawRate - V(r.x, r.y, r.z))
+                let up = p.truth.unrotate(V(0, 0, 1))
+                along += (error.x * up.x + error.y * up.y + error.z * up.z) / Double(tail.count)
+                heading = max(heading, abs(Run.headingError(p)))
+            }
+            return (abs(along) / deg, heading)
+        }
+        let learned = verticalError(.init())
+        var off = AttitudeFilter.Configuration()
+        off.headingBiasNoise = .infinity
+        let unlearned = verticalError(off)
+        figure("turning 30 °/s, north frame: bias about the vertical \(fmt(learned.bias, 4))°/s (\(fmt(unlearned.bias, 3))°/s not learned from the magnetometer), heading max \(fmt(learned.heading, 2))° (\(fmt(unlearned.heading, 2))°)")
+        #expect(learned.bias < 0.02)
+        #expect(unlearned.bias > 0.1)
+        #expect(learned.heading < 0.5)
+    }
 
     /// Magnetic north: tilted 20°/15°, top edge at bearing 60°, then turning 90° at 30°/s; the
     /// heading stays within 2° of the truth from 2 s on.
@@ -624,9 +730,10 @@ struct FusionMagnetometerTests {
         #expect(plain.points.allSatisfy { $0.motion.heading == -1 && $0.motion.magneticField == .unavailable })
     }
 
-    /// xArbitraryCorrectedZVertical: a device that never rests (it wobbles, so the bias cannot be
-    /// learned) keeps its yaw relative to the start within 2° over a minute thanks to the
-    /// magnetometer; the same run without it drifts by the bias (0.25°/s).
+    /// xArbitraryCorrectedZVertical: a device that never rests (it wobbles, so the bias is
+    /// learned only from motion, its vertical part slowly) keeps its yaw relative to the start
+    /// within 2° over a minute thanks to the magnetometer; the same run without it drifts by what
+    /// is left of the bias (0.25°/s), several times further.
     @Test func correctedFrameHoldsYaw() {
         let traj = Trajectory(attitude: { t in
             TQ(axis: (0, 0, 1), degrees: 35 + 20 * sin(0.5 * t)) * TQ.euler(roll: 8 * sin(1.3 * t), pitch: 6 * sin(0.9 * t), yaw: 0)
@@ -640,7 +747,7 @@ struct FusionMagnetometerTests {
         #expect(run.fusion.filter.biasStillTime == 0)
         #expect(abs(run.points[0].motion.attitude.yaw) < 1e-9)
         #expect(worst < 2)
-        #expect(freeDrift > 5)
+        #expect(freeDrift > 3 * worst)
     }
 
     /// A magnet held near the device for 3 s (an extra 60 µT): the field's strength is off, the
@@ -683,7 +790,7 @@ struct FusionMagnetometerTests {
 
 // MARK: - Alignment of separate devices
 
-@Suite("Fusion: aligning accelerometer and gyroscope by timestamp")
+@Suite("Fusion: aligning accelerometer and gyroscope by timestamp", .timeLimit(.minutes(5)))
 struct FusionAlignmentTests {
     private static func accel(_ t: Double, _ x: Double) -> AccelerometerData {
         AccelerometerData(timestamp: t, acceleration: Acceleration(x: x, y: 2 * x, z: -1))

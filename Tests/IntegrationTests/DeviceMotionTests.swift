@@ -62,6 +62,32 @@ struct DeviceMotionTests {
         #expect(number(f, "tiltRMS") < 1, "\(f)")
     }
 
+    @Test("The magnetometer's calibration is kept per device: a second manager starts calibrated from the file")
+    func calibrationKept() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let sim = bmi160Imperfections + ["--motion", "hand-held", "--magn-hard-iron", "15,-25,40",
+                                         "--magn-soft-iron", "1.1,0.03,0;0.03,0.9,0;0,0,1",
+                                         "--set", "lsm9ds1_gyro/in_anglvel_scale=0.001222"]
+        let (first, r1) = try scenario("sense-hat", ["device-motion", "40", "north", "238", "--calibration-folder", dir], sim: sim)
+        try #require(r1.status == 0, "\(r1)")
+        print("device motion, learning the calibration: \(first)")
+        #expect(number(first, "firstCalibration") == -1, "a first run starts uncalibrated: \(first)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir)
+        #expect(files == ["magnetometer-lsm9ds1_magn.txt"], "\(files)")
+        let text = try String(contentsOfFile: dir + "/magnetometer-lsm9ds1_magn.txt", encoding: .utf8)
+        #expect(text.hasPrefix("iiomotion-magnetometer-calibration 2\n") && text.contains("\ndevice lsm9ds1_magn\n"), "\(text)")
+        let (second, r2) = try scenario("sense-hat", ["device-motion", "3", "north", "238", "--calibration-folder", dir], sim: sim)
+        try #require(r2.status == 0, "\(r2)")
+        print("device motion, from the saved calibration: \(second)")
+        #expect(number(second, "firstCalibration") >= 0, "the second run starts calibrated: \(second)")
+        // Without the option, motion-truth keeps nothing (the manager's folder is nil).
+        let (_, r3) = try scenario("sense-hat", ["device-motion", "2", "north"],
+                                   sim: ["--magn-hard-iron", "15,-25,40"])
+        try #require(r3.status == 0, "\(r3)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["magnetometer-lsm9ds1_magn.txt"])
+    }
+
     @Test("North-referenced frames need a magnetometer: a clear error on a BMI160")
     func northNeedsMagnetometer() throws {
         let (_, r) = try scenario("bmi160", ["device-motion", "1", "north"])

@@ -102,6 +102,37 @@ struct MotionMonitorLoggerTests {
         try Self.checkSeries(r, files, tail: true, atLeast: 500)
     }
 
+    @Test("--csv-rotate daily across a real local midnight (a time zone that puts it 2 s into the run): two whole files, the second named 00:00 of the next day, together the stream exactly")
+    func rotateDaily() throws {
+        // The clock is the real one: TZ (POSIX form, offset to the second) is chosen so that local
+        // midnight comes 2 s after motion-monitor starts, whatever the time of day.
+        let r = try Self.run(#"""
+            s=$(( $(date -u +%s) % 86400 )); east=$(( (86400 - 2 - s) % 86400 ))
+            if [ $east -gt 43200 ]; then sign=+; off=$(( 86400 - east )); else sign=-; off=$east; fi
+            TZ=$(printf 'LOC%s%02d:%02d:%02d' $sign $((off / 3600)) $((off / 60 % 60)) $((off % 60)))
+            export TZ; echo "$TZ" > "$DIR/tz"
+            "$MM" --csv "$DIR/ride.csv" --csv-rotate daily --interval 0 --rate 1600 --duration 5 --quiet
+            """#)
+        defer { r.remove() }
+        #expect(r.result.status == 0, "\(r.result)")
+        let files = Self.series(r.files)
+        let tz = (try? String(contentsOfFile: r.folder + "/tz", encoding: .utf8)) ?? "?"
+        try #require(files.count == 2 && r.files.count == 2, "TZ \(tz): files \(r.files)")
+        // ride-YYYYMMDDTHHMMSS.csv: the first started before midnight, the second in its first seconds
+        // on the next day.
+        let stamps = files.map { String($0.dropFirst("ride-".count).prefix(15)) }
+        #expect(stamps[0].dropFirst(9).hasPrefix("2359"), "TZ \(tz): \(files)")
+        #expect(stamps[1].dropFirst(9).hasPrefix("00000"), "TZ \(tz): \(files)")
+        let day = DateComponents(year: Int(stamps[0].prefix(4)), month: Int(stamps[0].dropFirst(4).prefix(2)), day: Int(stamps[0].dropFirst(6).prefix(2)))
+        var utc = Calendar(identifier: .gregorian)
+        utc.timeZone = TimeZone(identifier: "UTC")!
+        let next = utc.date(byAdding: .day, value: 1, to: utc.date(from: day)!)!
+        let nextDay = utc.dateComponents([.year, .month, .day], from: next)
+        #expect(stamps[1].prefix(8) == String(format: "%04d%02d%02d", nextDay.year!, nextDay.month!, nextDay.day!), "TZ \(tz): \(files)")
+        #expect(r.log(files[0]).rows.count > 2000 && r.log(files[1]).rows.count > 2000, "TZ \(tz): rows \(r.log(files[0]).rows.count), \(r.log(files[1]).rows.count)")
+        try Self.checkSeries(r, files)
+    }
+
     @Test("--sighup reopen after the file was moved away: a new file with its header; the two together hold the stream exactly; exit 0")
     func reopenOnSighup() throws {
         let r = try Self.run(#"""
@@ -158,7 +189,7 @@ struct MotionMonitorLoggerTests {
         let fixtureDir = try SimHarness.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: fixtureDir) }
         let r = try Self.run(#""$MM" --csv "$DIR/ride.csv" --wait-for-device --interval 0 --rate 400 --duration 5 --quiet & pid=$!; sleep 3.5; "# + Self.dumpLater + "; wait $pid",
-                             sim: ["--fixture", try Self.twins(in: fixtureDir), "--unplug", "iio:device0@1.5", "--plug", "iio:device1@3"])
+                             sim: ["--fixture", try Self.twins(in: fixtureDir), "--unplug", "iio:device0@1.5", "--plug", "iio:device1@3", "--verbose"])
         let files = Self.allFiles(r)
         defer { r.remove() }
         #expect(r.result.status == 0, "\(r.result)")

@@ -406,7 +406,7 @@ private enum Streams {
         let type = sensor == "accelerometer" ? "accel" : "anglvel"
         var out: [StreamedSample] = []
         var clock = ""
-        for (record, bytes) in try SimHarness.sessions(in: r.streamLog, device: device) {
+        for (session, (record, bytes)) in try SimHarness.sessions(in: r.streamLog, device: device).enumerated() {
             let find = { (name: String) in record.elements.first { $0.channel == name } }
             guard let ex = find("\(type)_x"), let ey = find("\(type)_y"), let ez = find("\(type)_z") else { continue }
             let axes = try [ex, ey, ez].map { (offset: $0.offset, type: try ScanType(parsing: $0.type)) }
@@ -416,7 +416,7 @@ private enum Streams {
             for i in 0..<(raw.count / record.scanSize) {
                 let base = i * record.scanSize
                 let v = axes.map { $0.type.decode(raw, at: base + $0.offset) }
-                out.append(StreamedSample(raw: v, nanoseconds: ts.map { $0.type.decode(raw, at: base + $0.offset) }))
+                out.append(StreamedSample(raw: v, nanoseconds: ts.map { $0.type.decode(raw, at: base + $0.offset) }, session: session))
             }
         }
         return (out, clock)
@@ -426,7 +426,18 @@ private enum Streams {
     /// with `exact` that every streamed sample was printed.
     static func compare(_ lines: [JSONReading], with r: Run, sensor: String, exact: Bool) throws {
         guard let device = lines.first?.device else { return }
-        let (stream, clock) = try streamed(sensor, device: device, in: r)
+        let found = try streamed(sensor, device: device, in: r)
+        var stream = found.samples
+        let clock = found.clock
+        // A capture started for device motion alone restarts when motion-monitor's own consumers
+        // join it: what that first session streamed went to device motion before anything was
+        // printed. The printed lines start with a session's samples; the sessions before it are
+        // not theirs.
+        if let first = lines.first, clock == "monotonic",
+           let start = stream.first(where: { $0.nanoseconds.map { abs(Double($0) * 1e-9 - first.timestamp) < 1e-6 } ?? false }),
+           start.session > 0 {
+            stream.removeAll { $0.session < start.session }
+        }
         if exact {
             #expect(lines.count == stream.count, "\(sensor): \(lines.count) printed, \(stream.count) streamed (written minus unread)")
         } else {
@@ -487,6 +498,8 @@ private enum Streams {
 private struct StreamedSample {
     var raw: [Int64]
     var nanoseconds: Int64?
+    /// The buffer session (0, 1, …) it was streamed in.
+    var session: Int
 }
 
 

@@ -127,6 +127,9 @@ enum SimHarness {
         p.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         env["PATH"] = productsDirectory.path + ":" + (env["PATH"] ?? "/usr/bin:/bin") + ":/usr/sbin:/sbin"
+        // Nothing the tests run keeps state in the real home (MotionManager's magnetometer
+        // calibrations): XDG_STATE_HOME is this run's own folder unless the caller gives one.
+        env["XDG_STATE_HOME"] = dir + "/state"
         for (k, v) in environment { env[k] = v }
         p.environment = env
         p.standardInput = FileHandle(forReadingAtPath: "/dev/null")

@@ -279,6 +279,12 @@ final class StreamHub: Sendable {
         }
     }
 
+    /// Hands `notice` to the notice handler, on the notice queue, the first time `key` is seen.
+    func announce(_ notice: MotionNotice, once key: String) {
+        guard let handler = state.withLock({ s in s.announced.insert(key).inserted ? s.noticeHandler : nil }) else { return }
+        noticeQueue.async { handler(notice) }
+    }
+
     // MARK: Reconfiguration
 
     /// Brings the running captures in line with the consumers: one capture per device serving every
@@ -363,16 +369,13 @@ final class StreamHub: Sendable {
             state.withLock { $0.captures[id] = RunningCapture(capture: capture, key: key, serial: serial) }
             do throws(MotionError) {
                 let status = try capture.start()
-                let notice = state.withLock { s -> (@Sendable (MotionNotice) -> Void)? in
+                state.withLock { s in
                     for k in kinds where !(s.sensors[k]?.consumers.isEmpty ?? true) { s.sensors[k]?.status = status }
-                    if let reason = status.fallbackReason, s.announced.insert(reason).inserted { return s.noticeHandler }
-                    return nil
                 }
-                if let notice, let reason = status.fallbackReason {
-                    let text = MotionNotice(sensors: kinds, device: capture.deviceText,
-                                            message: "Polling \(capture.deviceText) instead of streaming its buffer: \(reason).",
-                                            cause: status.fallbackCause)
-                    noticeQueue.async { notice(text) }
+                if let reason = status.fallbackReason {
+                    announce(MotionNotice(sensors: kinds, device: capture.deviceText,
+                                          message: "Polling \(capture.deviceText) instead of streaming its buffer: \(reason).",
+                                          cause: status.fallbackCause), once: reason)
                 }
                 return .success(())
             } catch {

@@ -36,12 +36,30 @@ package enum FusionEntryPoints {
             case "walk": c.biasRandomWalk = v * .pi / 180
             case "win": c.biasWindow = v
             case "mn": c.biasMotionNoise = v * .pi / 180
-            case "mng": c.biasMotionNoisePerG = v * .pi / 180
+            case "qn": c.quietMotionNoise = v * .pi / 180
+            case "linsat": c.linearNoiseSaturation = v
             case "rdev": c.restGyroDeviation = v * .pi / 180
             case "rwin": c.restWindow = v
             case "rtau": c.restFilterTimeConstant = v
             case "rn": c.restNoise = v * .pi / 180
             case "learn": c.learnsBias = v != 0
+            case "remove": c.removesBiasResponse = v != 0
+            case "rectime": c.accelerationRecoveryTime = v
+            case "cap0": c.correctionRateLimit = v * .pi / 180
+            case "capk": c.correctionRateLimitPerBiasDeviation = v
+            case "capshare": c.limitedShare = v
+            case "reclen": c.recoveryLengthShare = v
+            case "cone": c.conesRotation = v != 0
+            case "held": c.heldWeight = v
+            case "rangle": c.restAngleDeviation = v * .pi / 180
+            case "tilt0": c.initialTiltDeviation = v * .pi / 180
+            case "recangle": c.recoveryAngle = v * .pi / 180
+            case "mag": c.magnetometerGain = v
+            case "hres": c.headingResidual = v * .pi / 180
+            case "taum": c.maximumMagnetometerTimeConstant = v
+            case "hn": c.headingBiasNoise = v * .pi / 180
+            case "magcal": c.calibratesMagnetometer = v != 0
+            case "rcap": c.restTurnDeviation = v * .pi / 180
             default: break
             }
         }
@@ -57,9 +75,11 @@ package enum FusionEntryPoints {
     }
 
     /// The filter alone (no aligner) over pairs already aligned: `gyro[i]` with `accel[i]` at
-    /// `times[i]`, and `field[i]` (µT) when given: nanoseconds per update, the best of `repeats`
-    /// runs, and a checksum of the attitudes (so the work cannot be optimised away).
-    package static func cost(times: [Double], gyro: [SIMD3<Double>], accel: [SIMD3<Double>], field: [SIMD3<Double>]?,
+    /// `times[i]`, and with a field, `field[i]` (µT) a magnetometer sample new at that update
+    /// (nil: none since the last; the filter learns its calibration from each, as the library
+    /// does at the magnetometer's rate): nanoseconds per update, the best of `repeats` runs, and
+    /// a checksum of the attitudes (so the work cannot be optimised away).
+    package static func cost(times: [Double], gyro: [SIMD3<Double>], accel: [SIMD3<Double>], field: [SIMD3<Double>?]?,
                              repeats: Int, clock: () -> Double) -> (nanoseconds: Double, checksum: Double) {
         var best = Double.infinity
         var checksum = 0.0
@@ -68,8 +88,8 @@ package enum FusionEntryPoints {
             var filter = AttitudeFilter(referenceFrame: frame)
             let start = clock()
             for i in times.indices {
-                if let field {
-                    filter.update(magnetometerAt: times[i], field: MagneticField(x: field[i].x, y: field[i].y, z: field[i].z))
+                if let f = field?[i] {
+                    filter.update(magnetometerAt: times[i], field: MagneticField(x: f.x, y: f.y, z: f.z))
                 }
                 let g = gyro[i], a = accel[i]
                 if let m = filter.update(timestamp: times[i], rotationRate: RotationRate(x: g.x, y: g.y, z: g.z),

@@ -1,80 +1,203 @@
 internal import Glibc
 
 /// The magnetometer's calibration learned online while the device moves, as Core Motion's
-/// `CMCalibratedMagneticField` reports it: a hard-iron offset (the board's own field) and a
-/// soft-iron scale per axis (an axis-aligned ellipsoid: the sensor's unequal gains and iron that
-/// stretches the field along the device's axes), from which the field is
-/// `(raw − offset) · scale`.
+/// `CMCalibratedMagneticField` reports it: a hard-iron offset `c` (the board's own field) and a
+/// symmetric soft-iron matrix `W` (the sensor's unequal gains and cross-axis coupling, and iron
+/// that stretches the field in any direction), from which the field is `W · (raw − c)`. `W` has
+/// determinant 1, so the calibrated field keeps the mean strength of the raw field's ellipsoid.
 ///
-/// Samples are binned by direction (26 bins: the faces, edges and corners of a cube) and each bin
-/// keeps at most ``samplesPerBin``, so a device held mostly one way does not outweigh the rest.
-/// The ellipsoid `x² + B y² + C z² + D x + E y + F z + G = 0` is a linear least-squares fit over
-/// them, solved again every ``refitEvery`` samples. ``accuracy`` rises with the bins covered and
-/// falls with the fit's residual: ``MagneticFieldCalibrationAccuracy/uncalibrated`` before a fit,
-/// then low, medium, high. Once fitted, a sample whose calibrated strength is more than
-/// ``disturbanceTolerance`` from the fit's is a disturbance (a steel object passing) and is not
+/// Samples are binned by direction (216 bins, about 15° across: a cube's faces in 6 × 6 cells)
+/// around the first fits' offset (binned again while no fit is accepted yet); each bin keeps its newest ``samplesPerBin``, so a device held mostly one way
+/// does not outweigh the rest. Every ``refitEvery`` samples taken, the calibration is fitted
+/// again over the bins, in the best model the samples support:
+///
+/// - With the device's gravity direction for each sample
+///   (``add(_:gravity:turn:turnRateCovariance:)``, what ``DeviceMotionFusion`` gives), a
+///   Gauss–Newton fit of `|W (m − c)| = F` (the field's strength) and `ĝ · W (m − c) = D` (its
+///   vertical part, constant wherever the device points): the second
+///   pins the offset even when the device only tilts a little, as a hand-held phone does. The
+///   fit starts with `W` = identity (a sphere); the full matrix is taken once the samples
+///   determine each of its entries to within ``softIronUncertainty`` (their standard error from
+///   the fit's residual and its normal matrix).
+///   With the gyroscope's attitude for each sample as well
+///   (``add(_:gravity:turn:turnRateCovariance:)``, what ``DeviceMotionFusion`` gives), each
+///   sample is paired with a recent one the device turned at least ``minimumPairAngle`` from,
+///   and `W(m_j − c) = dᵀ·W(m_i − c)` (the field did not move, the device turned by `d`) joins
+///   the fit: three equations per pair, linear in `W` and `W·c`,
+///   summed into a normal matrix that forgets over ``pairMemory`` pairs. They fix the offset
+///   across every axis the device turns about, which a phone held in front of a user (turning
+///   mostly about the vertical, tilting little) leaves loose in the other two. A pair counts
+///   only while the gyroscope's bias about its turn's axis is known
+///   (``maximumPairRateDeviation``).
+/// - Without gravity (``add(_:)``), linear least squares: a sphere from 27 bins, then a general
+///   ellipsoid `pᵀAp + 2bᵀp + j = 0` (trace of `A` fixed at 3: 9 parameters) from
+///   ``ellipsoidCoverage`` bins, `W` being `A`'s symmetric inverse square root (by Jacobi
+///   eigen-decomposition) normalised to determinant 1.
+///
+/// A fit is replaced by no correction at all (no offset, `W` = identity) when the raw samples are
+/// as consistent by Akaike's criterion over the bins covered (the fit's offset, and matrix, count
+/// as its parameters): an undistorted magnetometer is then not given the fit's own errors.
+///
+/// A fit is refused when it is implausible: `W` not positive definite, axes more than a factor 2
+/// apart, a strength outside 5–500 µT. ``accuracy`` rises with the bins covered and falls with
+/// the fit's residual (the RMS relative difference of the calibrated strengths from `F`) and,
+/// with gravity, with the offset's standard error:
+/// ``MagneticFieldCalibrationAccuracy/uncalibrated`` before a fit (with gravity: until 12 bins
+/// are covered and the offset is known to 2 µT); then `low`; `medium` from 16 bins (45 without
+/// gravity), an offset known to 1 µT and a residual under 4 %; `high` from 20 bins with the
+/// full soft-iron matrix (or 90 bins), an offset known to 0.5 µT and a residual under 2 % (a
+/// level reached stays while the offset's error is within twice its bound and the residual
+/// within it). Once fitted, a sample
+/// whose calibrated strength (or vertical part) is more than ``disturbanceTolerance`` of `F`
+/// from the fit's (6 % from `medium` on) is a disturbance (a steel object passing) and is not
 /// learned from.
 ///
-/// Not done: a full (rotating) soft-iron matrix; the axis-aligned scale covers a sensor's gains,
-/// not iron at an angle to the axes.
+/// A saved calibration (``text``, ``init(text:)``) starts at most at `medium`; it is checked
+/// against the samples as they come and replaced by a new fit when it no longer matches them
+/// (residual over 3 %) or when the new fit covers as many bins.
 struct MagnetometerCalibrator: Sendable, Hashable {
+    /// Which model the calibration is in.
+    enum Model: String, Sendable, Hashable {
+        /// No fit yet.
+        case none
+        /// An offset and a strength (`W` = identity).
+        case sphere
+        /// An offset and an axis-aligned `W` (only from a saved calibration of version 1).
+        case axisAligned = "axis-aligned"
+        /// An offset and the full symmetric soft-iron matrix.
+        case ellipsoid
+    }
+
     /// Samples kept per direction bin.
-    var samplesPerBin = 40
-    /// Samples between fits.
-    var refitEvery = 50
+    var samplesPerBin = 16
+    /// Samples taken between fits.
+    var refitEvery = 40
     /// Relative difference in strength beyond which a sample is a disturbance.
     var disturbanceTolerance = 0.15
+    /// Bins covered from which a fit without gravity may be a full ellipsoid.
+    var ellipsoidCoverage = 70
+    /// Standard error below which every soft-iron entry must be for the full matrix to be used.
+    var softIronUncertainty = 0.012
+    /// How far the soft-iron matrix is expected to be from identity at most (its entries' prior
+    /// standard deviation).
+    var softIronPrior = 0.1
 
+    /// Pairs of samples the gyroscope relates are used once turned at least this far apart (radians)…
+    var minimumPairAngle = 10 * Double.pi / 180
+    /// …within the last this many samples taken (about a second at 80 Hz).
+    var pairSpan = 64
+    /// Pairs are forgotten with this time constant (pairs), so a changed board is learned again.
+    var pairMemory = 4000.0
+    /// A pair is used only while the gyroscope's bias about the pair's turn axis is known to this
+    /// standard deviation (rad/s): an unknown bias turns every pair's turn the same wrong way, and
+    /// thousands of pairs wrong alike would fit an offset and a matrix to it (a device only
+    /// wobbling about its up-axis, whose bias there nothing else has taught yet).
+    var maximumPairRateDeviation = 0.1 * Double.pi / 180
+
+    /// False for a copy that only applies a calibration (``applying``):
+    /// ``add(_:gravity:turn:turnRateCovariance:)`` takes nothing.
+    private(set) var isLearning = true
     /// The hard-iron offset, µT (device frame).
     private(set) var offset = Vector3.zero
-    /// The soft-iron scale per axis (1 when none).
-    private(set) var scale = Vector3(1, 1, 1)
-    /// The calibrated field's strength, µT (0 before a fit).
+    /// The soft-iron matrix `W` (symmetric, determinant 1; identity when none).
+    private(set) var softIron = Matrix3.diagonal(1)
+    /// The calibrated field's strength `F`, µT (0 before a fit).
     private(set) var strength = 0.0
+    /// The calibrated field's component along gravity `D`, µT (0 when not fitted with gravity).
+    private(set) var vertical = 0.0
     /// The fit's RMS relative residual.
     private(set) var residual = 1.0
-    /// Direction bins holding at least a few samples.
+    /// The largest standard error of the offset's components, µT (infinite when not known: a
+    /// fit without gravity, a saved calibration).
+    private(set) var offsetError = Double.infinity
+    /// Direction bins that have held at least a few samples (since the samples were last binned
+    /// around a new centre).
     private(set) var coverage = 0
+    /// The model of the calibration in use.
+    private(set) var model = Model.none
     /// How far the calibration can be trusted.
     private(set) var accuracy = MagneticFieldCalibrationAccuracy.uncalibrated
+    /// True for a saved calibration not yet replaced by a fit of this run.
+    private(set) var isSaved = false
 
-    // Normal equations of the fit (6×6 upper triangle, row-major, and the right-hand side), over
-    // samples scaled by `unit` to keep them well conditioned.
-    private var normal = [Double](repeating: 0, count: 36)
-    private var rhs = [Double](repeating: 0, count: 6)
-    private var targetSq = 0.0
-    private var binCounts = [Int](repeating: 0, count: 26)
+    // Samples: per bin, `samplesPerBin` slots of (raw x, y, z, gravity x, y, z); gravity zero
+    // when unknown. Allocated on the first sample.
+    private var samples: [Double] = []
+    private var binCounts = [Int](repeating: 0, count: MagnetometerCalibrator.binCount)
+    private var binNext = [Int](repeating: 0, count: MagnetometerCalibrator.binCount)
     private var sinceFit = 0
-    private let unit = 1.0 / 50
+    /// The pairs' normal matrix (9 × 9, rows) in z = (W11, W22, W33, W12, W13, W23, b = W·c),
+    /// scaled units: Σ AᵀA over the pairs, each pair's residual being A·z (see ``addPair``).
+    private var pairInformation: [Double] = []
+    /// The pairs summed in it (forgotten alike).
+    private var pairCount = 0.0
+    /// The last samples taken (scaled) and the gyroscope's attitude at each.
+    private var recentFields: [Vector3] = []
+    private var recentTurns: [Quaternion] = []
+    /// The centre (scaled) the samples are binned around.
+    private var binCentre = Vector3.zero
+    /// Samples are fitted scaled by this (µT → about 1) to keep the equations well conditioned.
+    private static let unit = 1.0 / 50
 
     init() {}
 
-    /// Whether the fit is usable (some coverage, plausible axes).
+    /// Whether the fit is usable.
     var isCalibrated: Bool { accuracy != .uncalibrated }
 
-    /// The calibrated field of a raw sample (µT).
-    func calibrated(_ raw: Vector3) -> Vector3 {
-        let d = raw - offset
-        return Vector3(d.x * scale.x, d.y * scale.y, d.z * scale.z)
+    /// The calibration alone, without the samples, taking no more (what the filter applies while
+    /// ``DeviceMotionFusion`` learns).
+    var applying: MagnetometerCalibrator {
+        var c = MagnetometerCalibrator()
+        c.isLearning = false
+        c.offset = offset
+        c.softIron = softIron
+        c.strength = strength
+        c.vertical = vertical
+        c.residual = residual
+        c.offsetError = offsetError
+        c.coverage = coverage
+        c.model = model
+        c.accuracy = accuracy
+        c.isSaved = isSaved
+        return c
     }
 
-    /// Learns from a raw sample (µT); returns whether it was taken (not a disturbance, its bin not full).
+    /// The calibrated field of a raw sample (µT).
+    func calibrated(_ raw: Vector3) -> Vector3 { softIron * (raw - offset) }
+
+    /// Learns from a raw sample (µT) without its gravity; returns whether it was taken.
     @discardableResult
-    mutating func add(_ raw: Vector3) -> Bool {
-        guard raw.isFinite, raw.length > 1 else { return false }
-        if strength > 0, abs(calibrated(raw).length - strength) > disturbanceTolerance * strength { return false }
-        let centred = raw - offset
-        let bin = Self.bin(of: centred)
-        guard binCounts[bin] < samplesPerBin else { return false }
-        binCounts[bin] += 1
-        let p = unit * raw
-        let phi = [p.y * p.y, p.z * p.z, p.x, p.y, p.z, 1]
-        let target = -p.x * p.x
-        targetSq += target * target
-        for i in 0..<6 {
-            rhs[i] += phi[i] * target
-            for j in i..<6 { normal[i * 6 + j] += phi[i] * phi[j] }
+    mutating func add(_ raw: Vector3) -> Bool { add(raw, gravity: nil) }
+
+    /// Learns from a raw sample (µT), the direction of gravity in the device frame at its time
+    /// (any length; nil when unknown) and, when known, the attitude the gyroscope alone has
+    /// integrated to (device to any fixed frame; ``breakPairs()`` when it restarts) with the
+    /// covariance ((rad/s)², device frame) of the bias error its rates may still have (zero: exact
+    /// rates). Returns whether it was taken (not a disturbance, learning).
+    ///
+    /// With the gyroscope's attitudes, two samples the device turned between are related: the
+    /// Earth's field did not move, so the calibrated field turned back by the device's turn `d`,
+    /// `W(m_j − c) = dᵀ·W(m_i − c)` (three equations, linear in W and b = W·c). Unlike the
+    /// strength, this fixes the offset along every axis the device turns about, and the turns
+    /// of a hand-held phone (mostly about the vertical) are what the strength and the vertical
+    /// part see least.
+    @discardableResult
+    mutating func add(_ raw: Vector3, gravity: Vector3?, turn: Quaternion? = nil,
+                      turnRateCovariance: Matrix3 = .diagonal(0)) -> Bool {
+        guard isLearning, raw.isFinite, raw.length > 1 else { return false }
+        var g = Vector3.zero
+        if let gravity, gravity.isFinite, gravity.length > 0.5 { g = (1 / gravity.length) * gravity }
+        if strength > 0 {
+            // Once medium, a fit this good: a sample off by more than 6 % is not the Earth's field.
+            let tolerance = accuracy.rawValue >= MagneticFieldCalibrationAccuracy.medium.rawValue
+                ? min(disturbanceTolerance, 0.06) : disturbanceTolerance
+            let f = calibrated(raw)
+            if abs(f.length - strength) > tolerance * strength { return false }
+            if vertical != 0, g != .zero, abs(g.dot(f) - vertical) > tolerance * strength { return false }
         }
+        if samples.isEmpty { samples = [Double](repeating: 0, count: Self.binCount * samplesPerBin * 6) }
+        store(Self.unit * raw, g)
+        if let turn { addPair(Self.unit * raw, turn, rateCovariance: turnRateCovariance) }
         sinceFit += 1
         if sinceFit >= refitEvery {
             sinceFit = 0
@@ -83,135 +206,731 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         return true
     }
 
-    /// The nearest of 26 directions (each component of the direction rounded to −1, 0 or 1).
+    /// Forgets the gyroscope's attitudes so far (it was restarted, or a gap broke it): no pair
+    /// spans the break.
+    mutating func breakPairs() {
+        recentFields.removeAll(keepingCapacity: true)
+        recentTurns.removeAll(keepingCapacity: true)
+    }
+
+    /// Pairs a sample (scaled) with the newest recent one the device has turned at least
+    /// ``minimumPairAngle`` from, and adds the pair's equations to ``pairInformation`` when the
+    /// bias about the turn's axis is known well enough (``maximumPairRateDeviation``).
+    private mutating func addPair(_ p: Vector3, _ turn: Quaternion, rateCovariance: Matrix3) {
+        defer {
+            recentFields.append(p)
+            recentTurns.append(turn)
+            if recentFields.count > pairSpan {
+                recentFields.removeFirst()
+                recentTurns.removeFirst()
+            }
+        }
+        // Turned at least the angle: |w| of the turn at most cos(angle / 2) of its norm.
+        let limit = cos(minimumPairAngle / 2)
+        var found: (index: Int, turn: Quaternion)?
+        for k in stride(from: recentTurns.count - 1, through: 0, by: -1) {
+            let d = recentTurns[k].conjugate.multiplied(by: turn)
+            if abs(d.w) <= limit * d.norm { found = (k, d); break }
+        }
+        // d takes device i's axes to device j's: a fixed vector seen at j is dᵀ of it seen at i.
+        guard let (k, d) = found else { return }
+        let axis = Vector3(d.x, d.y, d.z)
+        let limit2 = maximumPairRateDeviation * maximumPairRateDeviation
+        guard axis.length > 0, axis.dot(rateCovariance * axis) <= limit2 * axis.dot(axis) else { return }
+        let q = recentFields[k]
+        func back(_ v: Vector3) -> Vector3 { d.inverseRotate(v) }
+        // The residual W·p − dᵀ·W·q − (I − dᵀ)·b, one column per entry of z.
+        func sym(_ m: Vector3, _ k: Int) -> Vector3 {
+            switch k {
+            case 0: Vector3(m.x, 0, 0)
+            case 1: Vector3(0, m.y, 0)
+            case 2: Vector3(0, 0, m.z)
+            case 3: Vector3(m.y, m.x, 0)
+            case 4: Vector3(m.z, 0, m.x)
+            default: Vector3(0, m.z, m.y)
+            }
+        }
+        var columns = [Vector3](repeating: .zero, count: 9)
+        for k in 0..<6 { columns[k] = sym(p, k) - back(sym(q, k)) }
+        let axes = [Vector3(1, 0, 0), Vector3(0, 1, 0), Vector3(0, 0, 1)]
+        for l in 0..<3 { columns[6 + l] = back(axes[l]) - axes[l] }
+        if pairInformation.isEmpty { pairInformation = [Double](repeating: 0, count: 81) }
+        let keep = 1 - 1 / max(pairMemory, 1)
+        for a in 0..<9 {
+            for b in a..<9 {
+                let v = keep * pairInformation[a * 9 + b] + columns[a].dot(columns[b])
+                pairInformation[a * 9 + b] = v
+                pairInformation[b * 9 + a] = v
+            }
+        }
+        pairCount = keep * pairCount + 1
+    }
+
+    /// Stores a sample (scaled) in its bin, replacing the bin's oldest when it is full.
+    private mutating func store(_ p: Vector3, _ g: Vector3) {
+        let bin = Self.bin(of: p - binCentre)
+        let slot = (bin * samplesPerBin + binNext[bin]) * 6
+        samples[slot] = p.x; samples[slot + 1] = p.y; samples[slot + 2] = p.z
+        samples[slot + 3] = g.x; samples[slot + 4] = g.y; samples[slot + 5] = g.z
+        binNext[bin] = (binNext[bin] + 1) % samplesPerBin
+        binCounts[bin] = min(binCounts[bin] + 1, samplesPerBin)
+    }
+
+    /// Bins the samples again around `centre` (scaled), when it is far from the one they were
+    /// binned around (the first candidate fits move it from zero to the hard-iron offset).
+    @discardableResult
+    private mutating func rebin(around centre: Vector3, strength: Double) -> Bool {
+        guard !samples.isEmpty, (centre - binCentre).length > 0.1 * strength else { return false }
+        var all: [(Vector3, Vector3)] = []
+        forEachSample { p, g in all.append((p, g)) }
+        binCentre = centre
+        for i in binCounts.indices { binCounts[i] = 0; binNext[i] = 0 }
+        for (p, g) in all { store(p, g) }
+        return true
+    }
+
+    /// The direction bin of a vector.
     static func bin(of v: Vector3) -> Int {
-        let n = max(v.length, 1e-12)
-        func q(_ c: Double) -> Int { c / n > 0.38 ? 2 : (c / n < -0.38 ? 0 : 1) }
-        var k = q(v.x) * 9 + q(v.y) * 3 + q(v.z)
-        if k == 13 { k = v.z >= 0 ? 14 : 12 }  // the centre is not a direction
-        return k > 13 ? k - 1 : k
+        let a = Vector3(abs(v.x), abs(v.y), abs(v.z))
+        let face: Int, u: Double, w: Double, d: Double
+        if a.x >= a.y && a.x >= a.z { face = v.x >= 0 ? 0 : 1; (u, w, d) = (v.y, v.z, a.x) }
+        else if a.y >= a.z { face = v.y >= 0 ? 2 : 3; (u, w, d) = (v.x, v.z, a.y) }
+        else { face = v.z >= 0 ? 4 : 5; (u, w, d) = (v.x, v.y, a.z) }
+        guard d > 0 else { return 0 }
+        func cell(_ c: Double) -> Int { min(5, max(0, Int((c / d + 1) * 3))) }
+        return face * 36 + cell(u) * 6 + cell(w)
+    }
+
+    /// The number of direction bins: a cube's faces, each in 6 × 6 cells (about 15° each).
+    static let binCount = 216
+
+    // MARK: Fitting
+
+    /// One candidate calibration in the scaled units.
+    private struct Fit {
+        var offset: Vector3
+        var softIron: Matrix3
+        var strength: Double
+        var vertical: Double
+        var model: Model
+        var residual = 1.0
+        /// The largest standard error of the offset's components (scaled units; infinite when unknown).
+        var offsetError = Double.infinity
+    }
+
+    /// Calls `body` with each stored sample (scaled raw, unit gravity or zero).
+    private func forEachSample(_ body: (Vector3, Vector3) -> Void) {
+        guard !samples.isEmpty else { return }
+        for bin in 0..<Self.binCount {
+            for i in 0..<binCounts[bin] {
+                let s = (bin * samplesPerBin + i) * 6
+                body(Vector3(samples[s], samples[s + 1], samples[s + 2]), Vector3(samples[s + 3], samples[s + 4], samples[s + 5]))
+            }
+        }
     }
 
     private mutating func fit() {
-        coverage = binCounts.filter { $0 >= 3 }.count
-        guard coverage >= 6 else { return }
-        // Solve (ΦᵀΦ) θ = Φᵀt by Gaussian elimination with partial pivoting.
-        var a = [[Double]](repeating: [Double](repeating: 0, count: 7), count: 6)
-        for i in 0..<6 {
-            for j in 0..<6 { a[i][j] = i <= j ? normal[i * 6 + j] : normal[j * 6 + i] }
-            a[i][6] = rhs[i]
+        // Bins covered never fall, but when the samples are binned around a new centre (outliers
+        // dropped and bins overwritten do not undo a direction seen).
+        coverage = max(coverage, binCounts.filter { $0 >= 3 }.count)
+        guard coverage >= 4 else { return }
+        var withGravity = 0, total = 0
+        forEachSample { _, g in
+            total += 1
+            if g.x != 0 || g.y != 0 || g.z != 0 { withGravity += 1 }
         }
-        for c in 0..<6 {
-            var p = c
-            for r in (c + 1)..<6 where abs(a[r][c]) > abs(a[p][c]) { p = r }
-            guard abs(a[p][c]) > 1e-12 else { return }
-            a.swapAt(c, p)
-            for r in 0..<6 where r != c {
-                let f = a[r][c] / a[c][c]
-                if f != 0 { for k in c...6 { a[r][k] -= f * a[c][k] } }
+        var candidate: Fit?
+        let gravity = 2 * withGravity >= total
+        if gravity {
+            candidate = gravityFit()
+        } else {
+            candidate = linearSphereFit()
+        }
+        guard var c = candidate, Self.isPlausible(c) else { return }
+        // Until the first accepted fit, the samples follow the candidate's centre.
+        if model == .none, rebin(around: c.offset, strength: c.strength) { coverage = binCounts.filter { $0 >= 3 }.count }
+        if gravity {
+            // From 12 bins, and the offset known to within 2 µT.
+            guard coverage >= 12, c.offsetError < 2 * Self.unit else { return }
+        } else {
+            // A sphere from 27 bins, an ellipsoid from ``ellipsoidCoverage``.
+            guard coverage >= 27 else { return }
+            if coverage >= ellipsoidCoverage, let e = linearEllipsoidFit(), Self.isPlausible(e) { c = e }
+        }
+        c.residual = residual(of: c)
+        // No distortion at all, when that explains the samples as well: a fit that is no better
+        // than the raw field (by Akaike's criterion over the bins covered, the fit's offset and
+        // matrix counting as parameters) only adds its own errors to every sample.
+        if let identity = identityFit(gravity: gravity) {
+            let parameters = c.model == .ellipsoid ? 8.0 : 3.0
+            let rawScatter = consistency(of: identity), fitScatter = consistency(of: c)
+            if fitScatter > 0, Double(coverage) * log(rawScatter * rawScatter / (fitScatter * fitScatter)) < 2 * parameters {
+                c = Fit(offset: .zero, softIron: .diagonal(1), strength: identity.strength, vertical: identity.vertical,
+                        model: .sphere, residual: residual(of: identity), offsetError: c.offsetError)
             }
         }
-        let th = (0..<6).map { a[$0][6] / a[$0][$0] }
-        let (B, C, D, E, F, G) = (th[0], th[1], th[2], th[3], th[4], th[5])
-        guard B > 0, C > 0 else { return }
-        let centre = Vector3(-D / 2, -E / (2 * B), -F / (2 * C))
-        let k = D * D / 4 + E * E / (4 * B) + F * F / (4 * C) - G
-        guard k > 0 else { return }
-        let radii = Vector3(k.squareRoot(), (k / B).squareRoot(), (k / C).squareRoot())
-        let mean = cbrt(radii.x * radii.y * radii.z)
-        let s = Vector3(mean / radii.x, mean / radii.y, mean / radii.z)
-        // A plausible ellipsoid: axes within a factor 2 of each other.
-        guard max(s.x, s.y, s.z) / min(s.x, s.y, s.z) < 2 else { return }
-        // The residual from the normal equations: Σ(φ·θ − t)² = θᵀNθ − 2θᵀr + Σt²; an error e
-        // in the equation is about 2k times the relative error of the radius.
-        let n = Double(binCounts.reduce(0, +))
-        var q = targetSq
-        for i in 0..<6 {
-            for j in 0..<6 { q += th[i] * th[j] * (i <= j ? normal[i * 6 + j] : normal[j * 6 + i]) }
-            q -= 2 * th[i] * rhs[i]
+        if isSaved {
+            // A saved calibration stays while it matches the samples and no fit covers as much.
+            let current = Fit(offset: Self.unit * offset, softIron: softIron, strength: Self.unit * strength,
+                              vertical: Self.unit * vertical, model: model)
+            let savedResidual = self.residual(of: current)
+            if savedResidual < 0.03 && coverage < savedCoverage {
+                residual = savedResidual
+                return
+            }
+            isSaved = false
         }
-        let rms = (max(0, q) / max(n, 1)).squareRoot() / (2 * k)
-        offset = (1 / unit) * centre
-        scale = s
-        strength = mean / unit
-        residual = rms
-        accuracy = coverage >= 20 && rms < 0.02 ? .high : (coverage >= 14 && rms < 0.05 ? .medium : .low)
+        offset = (1 / Self.unit) * c.offset
+        softIron = c.softIron
+        strength = c.strength / Self.unit
+        vertical = c.vertical / Self.unit
+        model = c.model
+        residual = c.residual
+        offsetError = c.offsetError / Self.unit
+        evictOutliers()
+        let full = model == .ellipsoid
+        if gravity {
+            // A level reached is kept while the residual stays under its bound and the offset's
+            // error within twice its bound (the estimates jitter from fit to fit).
+            let reached = accuracy
+            func margin(_ level: MagneticFieldCalibrationAccuracy) -> Double { reached.rawValue >= level.rawValue ? 2 : 1 }
+            accuracy = coverage >= 20 && offsetError < 0.5 * margin(.high) && residual < 0.02 && (full || coverage >= 90) ? .high
+                : (coverage >= 16 && offsetError < 1 * margin(.medium) && residual < 0.04 ? .medium : .low)
+        } else {
+            accuracy = coverage >= 90 && residual < 0.02 ? .high : (coverage >= 45 && residual < 0.04 ? .medium : .low)
+        }
+    }
+
+    /// Drops the stored samples that the fit puts more than 5 % of the strength off (a
+    /// disturbance that got in while the fit was rough), so that they do not pull later fits.
+    private mutating func evictOutliers() {
+        guard !samples.isEmpty, strength > 0 else { return }
+        let c = Self.unit * offset, f = Self.unit * strength, d = Self.unit * vertical
+        for bin in 0..<Self.binCount {
+            var kept = 0
+            for i in 0..<binCounts[bin] {
+                let s = (bin * samplesPerBin + i) * 6
+                let p = Vector3(samples[s], samples[s + 1], samples[s + 2]), g = Vector3(samples[s + 3], samples[s + 4], samples[s + 5])
+                let field = softIron * (p - c)
+                let off = abs(field.length - f) > 0.05 * f || (d != 0 && g != .zero && abs(g.dot(field) - d) > 0.05 * f)
+                if off { continue }
+                if kept != i {
+                    let k = (bin * samplesPerBin + kept) * 6
+                    for j in 0..<6 { samples[k + j] = samples[s + j] }
+                }
+                kept += 1
+            }
+            if kept != binCounts[bin] {
+                binCounts[bin] = kept
+                binNext[bin] = kept % samplesPerBin
+            }
+        }
+    }
+
+    /// The coverage a saved calibration was fitted with (see ``init(text:)``).
+    private var savedCoverage = 0
+
+    private static func isPlausible(_ f: Fit) -> Bool {
+        guard f.offset.isFinite, f.strength.isFinite, f.vertical.isFinite else { return false }
+        // Scaled units: 1 = 50 µT.
+        guard f.strength > 0.1, f.strength < 10, f.offset.length < 40 else { return false }
+        guard let e = symmetricEigen(f.softIron) else { return false }
+        let lo = min(e.values.x, e.values.y, e.values.z), hi = max(e.values.x, e.values.y, e.values.z)
+        return lo > 0 && hi / lo < 2
+    }
+
+    /// The raw field taken as calibrated (no offset, `W` = identity): its mean strength and,
+    /// with gravity, its mean vertical part.
+    private func identityFit(gravity: Bool) -> Fit? {
+        var strength = 0.0, vertical = 0.0, n = 0.0, nv = 0.0
+        forEachSample { p, g in
+            strength += p.length
+            n += 1
+            if gravity, g.x != 0 || g.y != 0 || g.z != 0 { vertical += g.dot(p); nv += 1 }
+        }
+        guard n > 0, strength > 0 else { return nil }
+        return Fit(offset: .zero, softIron: .diagonal(1), strength: strength / n, vertical: nv > 0 ? vertical / nv : 0, model: .sphere)
+    }
+
+    /// The RMS over the samples of the calibrated strength's relative difference from `F` and,
+    /// where the fit has a vertical part and the sample a gravity, of the vertical part's from `D`
+    /// (relative to `F`): how well a fit explains the samples, for comparing two.
+    private func consistency(of f: Fit) -> Double {
+        var sum = 0.0, n = 0.0
+        forEachSample { p, g in
+            let v = f.softIron * (p - f.offset)
+            let r = v.length / f.strength - 1
+            sum += r * r
+            n += 1
+            if f.vertical != 0, g.x != 0 || g.y != 0 || g.z != 0 {
+                let d = (g.dot(v) - f.vertical) / f.strength
+                sum += d * d
+                n += 1
+            }
+        }
+        return (sum / max(n, 1)).squareRoot()
+    }
+
+    /// The RMS relative difference of the calibrated strengths from the fit's.
+    private func residual(of f: Fit) -> Double {
+        var sum = 0.0, n = 0.0
+        forEachSample { p, _ in
+            let r = (f.softIron * (p - f.offset)).length / f.strength - 1
+            sum += r * r
+            n += 1
+        }
+        return (sum / max(n, 1)).squareRoot()
+    }
+
+    /// `|p − c|² = r²` as `2p·c + k = |p|²` (k = r² − |c|²).
+    private func linearSphereFit() -> Fit? {
+        var n = [Double](repeating: 0, count: 16), r = [Double](repeating: 0, count: 4)
+        forEachSample { p, _ in
+            let phi = [2 * p.x, 2 * p.y, 2 * p.z, 1]
+            let t = p.dot(p)
+            for i in 0..<4 {
+                r[i] += phi[i] * t
+                for j in 0..<4 { n[i * 4 + j] += phi[i] * phi[j] }
+            }
+        }
+        guard let th = Self.solve(n, r, size: 4) else { return nil }
+        let c = Vector3(th[0], th[1], th[2])
+        let k = th[3] + c.dot(c)
+        guard k > 0 else { return nil }
+        return Fit(offset: c, softIron: .diagonal(1), strength: k.squareRoot(), vertical: 0, model: .sphere)
+    }
+
+    /// The general ellipsoid `pᵀAp + 2bᵀp + j = 0` with `A`'s trace 3:
+    /// `α(x²−z²) + β(y²−z²) + 2d·xy + 2e·xz + 2f·yz + 2g·x + 2h·y + 2i·z + j = −(x²+y²+z²)`,
+    /// `A = [[1+α, d, e], [d, 1+β, f], [e, f, 1−α−β]]`.
+    private func linearEllipsoidFit() -> Fit? {
+        var n = [Double](repeating: 0, count: 81), r = [Double](repeating: 0, count: 9)
+        forEachSample { p, _ in
+            let (x, y, z) = (p.x, p.y, p.z)
+            let phi = [x * x - z * z, y * y - z * z, 2 * x * y, 2 * x * z, 2 * y * z, 2 * x, 2 * y, 2 * z, 1]
+            let t = -(x * x + y * y + z * z)
+            for i in 0..<9 {
+                r[i] += phi[i] * t
+                for j in 0..<9 { n[i * 9 + j] += phi[i] * phi[j] }
+            }
+        }
+        guard let th = Self.solve(n, r, size: 9) else { return nil }
+        let a = Matrix3(r0: Vector3(1 + th[0], th[2], th[3]), r1: Vector3(th[2], 1 + th[1], th[4]),
+                        r2: Vector3(th[3], th[4], 1 - th[0] - th[1]))
+        guard let inverse = a.inverse else { return nil }
+        let c = -(inverse * Vector3(th[5], th[6], th[7]))
+        let k = c.dot(a * c) - th[8]
+        guard k > 0, let e = Self.symmetricEigen((1 / k) * a) else { return nil }
+        let v = e.values
+        guard v.x > 0, v.y > 0, v.z > 0 else { return nil }
+        // (p − c)ᵀ Q (p − c) = 1 with Q = A/k: W = Q^½ · det(Q)^−⅙, F = det(Q)^−⅙.
+        let f = pow(v.x * v.y * v.z, -1.0 / 6)
+        let root = e.vectors.scaledColumns(Vector3(v.x.squareRoot(), v.y.squareRoot(), v.z.squareRoot())) * e.vectors.transposed
+        return Fit(offset: c, softIron: f * root, strength: f, vertical: 0, model: .ellipsoid)
+    }
+
+    /// Gauss–Newton over (c, W's five free entries, F, D) on `|W(p − c)| − F` and
+    /// `ĝ·W(p − c) − D`; first with W fixed at identity, then with W free, kept when
+    /// the samples determine it (its entries' standard errors under ``softIronUncertainty``).
+    private func gravityFit() -> Fit? {
+        var start: Fit
+        if model != .none, strength > 0 {
+            // From the last offset, with W = identity: a matrix is only ever what this fit finds.
+            start = Fit(offset: Self.unit * offset, softIron: .diagonal(1), strength: Self.unit * strength, vertical: Self.unit * vertical, model: .sphere)
+        } else {
+            guard let s = linearSphereFit() else { return nil }
+            start = s
+        }
+        if start.vertical == 0 {
+            var sum = 0.0, n = 0.0
+            forEachSample { p, g in
+                if g.x != 0 || g.y != 0 || g.z != 0 { sum += g.dot(start.softIron * (p - start.offset)); n += 1 }
+            }
+            start.vertical = sum / max(n, 1)
+        }
+        guard var fixed = gaussNewton(from: start, freeSoftIron: false) else { return nil }
+        fixed.fit.offsetError = fixed.offsetError
+        // The matrix also needs the offset known to 1 µT with it.
+        // W free, drawn towards identity as if known beforehand to ±``softIronPrior``: what the
+        // samples do not determine stays a sphere's.
+        guard let free = gaussNewton(from: fixed.fit, freeSoftIron: true, prior: fixed.variance / (softIronPrior * softIronPrior)),
+              free.offsetError < 2 * Self.unit else {
+            return fixed.fit
+        }
+        var f = free.fit
+        // Once determined, the matrix stays while its errors are within twice the bound.
+        f.model = free.softIronError < softIronUncertainty * (model == .ellipsoid ? 2 : 1) ? .ellipsoid : .sphere
+        f.offsetError = free.offsetError
+        return f
+    }
+
+    /// Iterates from `start`; returns the fit and the largest standard error of W's free entries.
+    private func gaussNewton(from start: Fit, freeSoftIron: Bool, prior: Double = 0)
+        -> (fit: Fit, softIronError: Double, offsetError: Double, variance: Double)? {
+        // Parameters: 0–2 offset, 3–7 W (22, 33, 12, 13, 23; W11 = trace − W22 − W33), 8 F, 9 D.
+        let active = freeSoftIron ? Array(0..<10) : [0, 1, 2, 8, 9]
+        let m = active.count
+        let trace = start.softIron.trace
+        var x = [start.offset.x, start.offset.y, start.offset.z, start.softIron.r1.y, start.softIron.r2.z,
+                 start.softIron.r0.y, start.softIron.r0.z, start.softIron.r1.z, start.strength, start.vertical]
+        func matrix(_ x: [Double]) -> Matrix3 {
+            Matrix3(r0: Vector3(trace - x[3] - x[4], x[5], x[6]), r1: Vector3(x[5], x[3], x[7]), r2: Vector3(x[6], x[7], x[4]))
+        }
+        let identity = [trace / 3, trace / 3, 0, 0, 0]  // W22, W33, W12, W13, W23 of a sphere
+        // The gyroscope's pairs: z = (W11, W22, W33, W12, W13, W23, b = W·c) and its Jacobian
+        // in x. A pair's three equations weigh half a sample's (their noise is two samples').
+        let usesPairs = pairCount >= 20
+        let pairWeight = 0.5
+        func pairState(_ x: [Double]) -> [Double] {
+            let w = matrix(x), b = w * Vector3(x[0], x[1], x[2])
+            return [w.r0.x, x[3], x[4], x[5], x[6], x[7], b.x, b.y, b.z]
+        }
+        func pairJacobian(_ x: [Double]) -> [[Double]] {  // 9 rows × 10 parameters
+            var j = [[Double]](repeating: [Double](repeating: 0, count: 10), count: 9)
+            j[0][3] = -1; j[0][4] = -1
+            j[1][3] = 1; j[2][4] = 1; j[3][5] = 1; j[4][6] = 1; j[5][7] = 1
+            let w = matrix(x), c = Vector3(x[0], x[1], x[2])
+            let rows = [w.r0, w.r1, w.r2]
+            let dW: [Vector3] = [Vector3(-c.x, c.y, 0), Vector3(-c.x, 0, c.z), Vector3(c.y, c.x, 0), Vector3(c.z, 0, c.x), Vector3(0, c.z, c.y)]
+            for l in 0..<3 {
+                j[6 + l][0] = rows[l].x; j[6 + l][1] = rows[l].y; j[6 + l][2] = rows[l].z
+                for k in 0..<5 { j[6 + l][3 + k] = l == 0 ? dW[k].x : l == 1 ? dW[k].y : dW[k].z }
+            }
+            return j
+        }
+        func cost(_ x: [Double]) -> Double {
+            let w = matrix(x), c = Vector3(x[0], x[1], x[2])
+            var s = 0.0
+            forEachSample { p, g in
+                let f = w * (p - c)
+                let r1 = f.length - x[8]
+                s += r1 * r1
+                if g.x != 0 || g.y != 0 || g.z != 0 {
+                    let r2 = g.dot(f) - x[9]
+                    s += r2 * r2
+                }
+            }
+            if freeSoftIron {
+                for k in 3...7 { s += prior * (x[k] - identity[k - 3]) * (x[k] - identity[k - 3]) }
+            }
+            if usesPairs {
+                let z = pairState(x)
+                for a in 0..<9 { for b in 0..<9 { s += pairWeight * z[a] * pairInformation[a * 9 + b] * z[b] } }
+            }
+            return s
+        }
+        var n = [Double](repeating: 0, count: m * m), rhs = [Double](repeating: 0, count: m)
+        var rows = 0
+        func normalEquations(_ x: [Double]) {
+            for i in n.indices { n[i] = 0 }
+            for i in rhs.indices { rhs[i] = 0 }
+            rows = 0
+            let w = matrix(x), c = Vector3(x[0], x[1], x[2])
+            var jac = [Double](repeating: 0, count: 10)
+            func accumulate(_ r: Double) {
+                for a in 0..<m {
+                    let ja = jac[active[a]]
+                    rhs[a] -= ja * r
+                    for b in a..<m { n[a * m + b] += ja * jac[active[b]] }
+                }
+                rows += 1
+            }
+            func row(_ dir: Vector3, _ u: Vector3, _ r: Double, norm: Bool) {
+                let dc = -(w * dir)  // W symmetric: ∂(dir·W(p−c))/∂c = −W·dir
+                jac[0] = dc.x; jac[1] = dc.y; jac[2] = dc.z
+                // ∂(dir·f)/∂(W22, W33, W12, W13, W23), W11 = trace − W22 − W33.
+                jac[3] = dir.y * u.y - dir.x * u.x
+                jac[4] = dir.z * u.z - dir.x * u.x
+                jac[5] = dir.x * u.y + dir.y * u.x
+                jac[6] = dir.x * u.z + dir.z * u.x
+                jac[7] = dir.y * u.z + dir.z * u.y
+                jac[8] = norm ? -1 : 0
+                jac[9] = norm ? 0 : -1
+                accumulate(r)
+            }
+            forEachSample { p, g in
+                let u = p - c
+                let f = w * u
+                let len = f.length
+                guard len > 1e-9 else { return }
+                row((1 / len) * f, u, len - x[8], norm: true)
+                if g.x != 0 || g.y != 0 || g.z != 0 { row(g, u, g.dot(f) - x[9], norm: false) }
+            }
+            if freeSoftIron {
+                for k in 3...7 {
+                    n[k * m + k] += prior
+                    rhs[k] -= prior * (x[k] - identity[k - 3])
+                }
+            }
+            if usesPairs {
+                let z = pairState(x), j = pairJacobian(x)
+                // N·J (9 × active) and N·z.
+                var nz = [Double](repeating: 0, count: 9)
+                var nj = [[Double]](repeating: [Double](repeating: 0, count: m), count: 9)
+                for a in 0..<9 {
+                    for b in 0..<9 {
+                        let v = pairInformation[a * 9 + b]
+                        guard v != 0 else { continue }
+                        nz[a] += v * z[b]
+                        for k in 0..<m { nj[a][k] += v * j[b][active[k]] }
+                    }
+                }
+                for k in 0..<m {
+                    for a in 0..<9 { rhs[k] -= pairWeight * j[a][active[k]] * nz[a] }
+                    for l in k..<m {
+                        var v = 0.0
+                        for a in 0..<9 { v += j[a][active[k]] * nj[a][l] }
+                        n[k * m + l] += pairWeight * v
+                    }
+                }
+                rows += Int(3 * pairCount)
+            }
+            for a in 0..<m { for b in 0..<a { n[a * m + b] = n[b * m + a] } }
+        }
+        var current = cost(x)
+        var damping = 1e-6
+        for _ in 0..<12 {
+            normalEquations(x)
+            var improved = false
+            for _ in 0..<6 {
+                var damped = n
+                for a in 0..<m { damped[a * m + a] *= 1 + damping }
+                guard let step = Self.solve(damped, rhs, size: m) else { return nil }
+                var y = x
+                for a in 0..<m { y[active[a]] += step[a] }
+                let c = cost(y)
+                if c.isFinite && c < current {
+                    let gain = current - c
+                    x = y
+                    current = c
+                    damping = max(damping / 10, 1e-9)
+                    improved = gain > 1e-12 * max(current, 1e-12)
+                    break
+                }
+                damping *= 10
+            }
+            if !improved { break }
+        }
+        let fit = Fit(offset: Vector3(x[0], x[1], x[2]), softIron: matrix(x), strength: x[8], vertical: x[9],
+                      model: freeSoftIron ? .ellipsoid : start.model == .ellipsoid || start.model == .axisAligned ? start.model : .sphere)
+        // Standard errors: σ² (JᵀJ)⁻¹ on the diagonal, σ² the residual variance.
+        normalEquations(x)
+        let variance = current / Double(max(rows - m, 1))
+        func standardError(_ k: Int) -> Double {
+            var e = [Double](repeating: 0, count: m)
+            e[k] = 1
+            guard let column = Self.solve(n, e, size: m), column[k] > 0 else { return .infinity }
+            return (variance * column[k]).squareRoot()
+        }
+        let offsetError = max(standardError(0), standardError(1), standardError(2))
+        guard freeSoftIron else { return (fit, .infinity, offsetError, variance) }
+        let worst = (3...7).map(standardError).max() ?? .infinity
+        // W is scaled to determinant 1 (F with it).
+        guard let e = Self.symmetricEigen(fit.softIron) else { return nil }
+        let det = e.values.x * e.values.y * e.values.z
+        guard det > 0 else { return nil }
+        let s = pow(det, -1.0 / 3)
+        var scaled = fit
+        scaled.softIron = s * fit.softIron
+        scaled.strength = s * fit.strength
+        scaled.vertical = s * fit.vertical
+        return (scaled, worst, offsetError, variance)
+    }
+
+    /// Solves the `size`×`size` system (row-major) by Gaussian elimination with partial pivoting.
+    static func solve(_ matrix: [Double], _ rhs: [Double], size: Int) -> [Double]? {
+        var a = matrix, b = rhs
+        for c in 0..<size {
+            var p = c
+            for r in (c + 1)..<max(size, c + 1) where abs(a[r * size + c]) > abs(a[p * size + c]) { p = r }
+            guard abs(a[p * size + c]) > 1e-13 else { return nil }
+            if p != c {
+                for k in 0..<size { a.swapAt(c * size + k, p * size + k) }
+                b.swapAt(c, p)
+            }
+            for r in 0..<size where r != c {
+                let f = a[r * size + c] / a[c * size + c]
+                if f != 0 {
+                    for k in c..<size { a[r * size + k] -= f * a[c * size + k] }
+                    b[r] -= f * b[c]
+                }
+            }
+        }
+        let x = (0..<size).map { b[$0] / a[$0 * size + $0] }
+        return x.allSatisfy(\.isFinite) ? x : nil
+    }
+
+    /// The eigenvalues and eigenvectors (the columns of `vectors`) of a symmetric matrix, by
+    /// Jacobi rotations; nil if it does not converge.
+    static func symmetricEigen(_ m: Matrix3) -> (values: Vector3, vectors: Matrix3)? {
+        var a = [[m.r0.x, m.r0.y, m.r0.z], [m.r1.x, m.r1.y, m.r1.z], [m.r2.x, m.r2.y, m.r2.z]]
+        guard a.allSatisfy({ $0.allSatisfy(\.isFinite) }) else { return nil }
+        var v: [[Double]] = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+        for _ in 0..<50 {
+            let off = a[0][1] * a[0][1] + a[0][2] * a[0][2] + a[1][2] * a[1][2]
+            let scale = a[0][0] * a[0][0] + a[1][1] * a[1][1] + a[2][2] * a[2][2]
+            if off <= 1e-24 * max(scale, 1e-300) {
+                return (Vector3(a[0][0], a[1][1], a[2][2]),
+                        Matrix3(r0: Vector3(v[0][0], v[0][1], v[0][2]), r1: Vector3(v[1][0], v[1][1], v[1][2]),
+                                r2: Vector3(v[2][0], v[2][1], v[2][2])))
+            }
+            for (p, q) in [(0, 1), (0, 2), (1, 2)] where a[p][q] != 0 {
+                // The rotation in the (p, q) plane that zeroes a[p][q].
+                let theta = (a[q][q] - a[p][p]) / (2 * a[p][q])
+                let t = (theta >= 0 ? 1.0 : -1.0) / (abs(theta) + (theta * theta + 1).squareRoot())
+                let c = 1 / (t * t + 1).squareRoot(), s = t * c
+                for k in 0..<3 {
+                    let akp = a[k][p], akq = a[k][q]
+                    a[k][p] = c * akp - s * akq
+                    a[k][q] = s * akp + c * akq
+                }
+                for k in 0..<3 {
+                    let apk = a[p][k], aqk = a[q][k]
+                    a[p][k] = c * apk - s * aqk
+                    a[q][k] = s * apk + c * aqk
+                }
+                for k in 0..<3 {
+                    let vkp = v[k][p], vkq = v[k][q]
+                    v[k][p] = c * vkp - s * vkq
+                    v[k][q] = s * vkp + c * vkq
+                }
+            }
+        }
+        return nil
     }
 
     // MARK: Persistence
 
-    /// The calibration as text (one line: a version, then offset, scale, strength, residual,
-    /// coverage): what ``init(text:)`` reads back. A file of it, per device, lets a board start
-    /// calibrated; deleting the file forgets the calibration.
-    var text: String {
-        let v = [offset.x, offset.y, offset.z, scale.x, scale.y, scale.z, strength, residual, Double(coverage)]
-        return "iiomotion-magnetometer-calibration-1 " + v.map { "\($0)" }.joined(separator: " ") + "\n"
+    /// The first line of a calibration file of the current version.
+    static let header = "iiomotion-magnetometer-calibration 2"
+
+    /// The calibration as text, `key values` lines after ``header``: `model` (sphere,
+    /// axis-aligned, ellipsoid), `offset` (µT, x y z), `soft-iron` (W's rows, 9 numbers),
+    /// `strength` and `vertical` (µT), `residual`, `coverage` (bins), then the `extra` lines
+    /// given (the store adds the device and its mount matrix). What ``init(text:)`` reads back.
+    func text(extra: [String] = []) -> String {
+        let w = softIron
+        var lines = [Self.header,
+                     "model \(model.rawValue)",
+                     "offset \(offset.x) \(offset.y) \(offset.z)",
+                     "soft-iron \(w.r0.x) \(w.r0.y) \(w.r0.z) \(w.r1.x) \(w.r1.y) \(w.r1.z) \(w.r2.x) \(w.r2.y) \(w.r2.z)",
+                     "strength \(strength)",
+                     "vertical \(vertical)",
+                     "residual \(residual)",
+                     "coverage \(coverage)"]
+        lines += extra
+        return lines.joined(separator: "\n") + "\n"
     }
 
-    /// A saved calibration (see ``text``), starting at most at
-    /// ``MagneticFieldCalibrationAccuracy/medium`` (it is verified again as the device moves);
-    /// nil for anything else.
+    /// Why a text is not a calibration.
+    enum ReadFailure: Error, Sendable, Hashable, CustomStringConvertible {
+        /// Not a calibration file of any version.
+        case notACalibration
+        /// A calibration file of a version this library does not know.
+        case unknownVersion(String)
+        /// A calibration file whose values are missing, not numbers or out of range.
+        case invalid(String)
+
+        var description: String {
+            switch self {
+            case .notACalibration: "it is not an IIOMotion magnetometer calibration"
+            case .unknownVersion(let v): "it is of version \(v), which this version of IIOMotion does not read"
+            case .invalid(let why): "it is damaged (\(why))"
+            }
+        }
+    }
+
+    /// A saved calibration (see ``text(extra:)``; also version 1, one line `iiomotion-magnetometer-calibration-1`
+    /// then offset, per-axis scale, strength, residual, coverage), starting at most at
+    /// ``MagneticFieldCalibrationAccuracy/medium``; nil for anything else.
     init?(text: String) {
-        let f = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
-        guard f.count == 10, f[0] == "iiomotion-magnetometer-calibration-1" else { return nil }
-        let v = f[1...].compactMap { Double($0) }
-        guard v.count == 9, v.allSatisfy(\.isFinite), v[3] > 0, v[4] > 0, v[5] > 0, v[6] > 0 else { return nil }
-        self.init()
-        offset = Vector3(v[0], v[1], v[2])
-        scale = Vector3(v[3], v[4], v[5])
-        strength = v[6]
-        residual = v[7]
-        coverage = Int(v[8])
-        accuracy = coverage >= 14 && residual < 0.05 ? .medium : .low
+        guard case .success(let c) = Self.read(text) else { return nil }
+        self = c
+    }
+
+    /// A saved calibration and the values of its other keys, or why the text is not one.
+    static func read(_ text: String) -> Result<MagnetometerCalibrator, ReadFailure> {
+        let lines = text.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init) }
+        guard let first = lines.first, !first.isEmpty else { return .failure(.notACalibration) }
+        var c = MagnetometerCalibrator()
+        if first[0] == "iiomotion-magnetometer-calibration-1" {
+            let v = first.dropFirst().compactMap { Double($0) }
+            guard first.count == 10, v.count == 9, v.allSatisfy(\.isFinite) else { return .failure(.invalid("version 1 needs 9 numbers")) }
+            guard v[3] > 0, v[4] > 0, v[5] > 0, v[6] > 0 else { return .failure(.invalid("a scale or the strength is not positive")) }
+            c.offset = Vector3(v[0], v[1], v[2])
+            // Version 1 scaled so that the geometric mean of the radii is the strength: W = diag(scale).
+            c.softIron = Matrix3(r0: Vector3(v[3], 0, 0), r1: Vector3(0, v[4], 0), r2: Vector3(0, 0, v[5]))
+            c.strength = v[6]
+            c.residual = v[7]
+            c.coverage = Int(v[8])
+            c.model = .axisAligned
+        } else {
+            guard first.count == 2, first[0] == "iiomotion-magnetometer-calibration" else { return .failure(.notACalibration) }
+            guard first[1] == "2" else { return .failure(.unknownVersion(first[1])) }
+            var values: [String: [String]] = [:]
+            for l in lines.dropFirst() where !l.isEmpty { values[l[0]] = Array(l.dropFirst()) }
+            func numbers(_ key: String, _ count: Int) -> [Double]? {
+                guard let v = values[key], v.count == count else { return nil }
+                let d = v.compactMap { Double($0) }
+                return d.count == count && d.allSatisfy(\.isFinite) ? d : nil
+            }
+            guard let modelName = values["model"]?.first, let model = Model(rawValue: modelName), model != .none else {
+                return .failure(.invalid("no known model"))
+            }
+            guard let o = numbers("offset", 3) else { return .failure(.invalid("no offset of 3 numbers")) }
+            guard let w = numbers("soft-iron", 9) else { return .failure(.invalid("no soft-iron matrix of 9 numbers")) }
+            guard let s = numbers("strength", 1), s[0] > 0 else { return .failure(.invalid("no positive strength")) }
+            guard let r = numbers("residual", 1), r[0] >= 0 else { return .failure(.invalid("no residual")) }
+            guard let k = numbers("coverage", 1), k[0] >= 0, k[0] <= Double(binCount) else { return .failure(.invalid("no coverage from 0 to \(binCount)")) }
+            c.model = model
+            c.offset = Vector3(o[0], o[1], o[2])
+            c.softIron = Matrix3(r0: Vector3(w[0], w[1], w[2]), r1: Vector3(w[3], w[4], w[5]), r2: Vector3(w[6], w[7], w[8]))
+            c.strength = s[0]
+            c.vertical = numbers("vertical", 1)?[0] ?? 0
+            c.residual = r[0]
+            c.coverage = Int(k[0])
+        }
+        let w = c.softIron
+        guard abs(w.r0.y - w.r1.x) < 1e-9 * max(1, abs(w.r0.y)), abs(w.r0.z - w.r2.x) < 1e-9 * max(1, abs(w.r0.z)),
+              abs(w.r1.z - w.r2.y) < 1e-9 * max(1, abs(w.r1.z)) else { return .failure(.invalid("the soft-iron matrix is not symmetric")) }
+        let scaled = Fit(offset: Self.unit * c.offset, softIron: w, strength: Self.unit * c.strength, vertical: 0, model: c.model)
+        guard isPlausible(scaled) else { return .failure(.invalid("the values are not a plausible calibration")) }
+        c.savedCoverage = c.coverage
+        c.binCentre = Self.unit * c.offset
+        c.isSaved = true
+        c.accuracy = c.coverage >= 16 && c.residual < 0.04 ? .medium : .low
+        return .success(c)
     }
 }
 
-/// Where a device's magnetometer calibration is kept between runs: one small text file per
-/// device under `$XDG_STATE_HOME/iiomotion` (else `~/.local/state/iiomotion`), named after the
-/// device's identity (e.g. its IIO name and label). Deleting the file forgets the calibration.
-///
-/// Not wired into ``MotionManager`` yet: a manager would ``load(device:)`` when device motion
-/// starts (handing it to ``DeviceMotionFusion``) and ``save(_:device:)`` when it stops.
-enum MagnetometerCalibrationStore {
-    /// The folder, or nil without a home.
-    static func folder(environment: [String: String]) -> String? {
-        if let s = environment["XDG_STATE_HOME"], s.hasPrefix("/") { return s + "/iiomotion" }
-        if let h = environment["HOME"], h.hasPrefix("/") { return h + "/.local/state/iiomotion" }
-        return nil
+extension Matrix3 {
+    static func * (s: Double, m: Matrix3) -> Matrix3 { Matrix3(r0: s * m.r0, r1: s * m.r1, r2: s * m.r2) }
+
+    static func * (a: Matrix3, b: Matrix3) -> Matrix3 {
+        let t = b.transposed
+        return Matrix3(r0: Vector3(a.r0.dot(t.r0), a.r0.dot(t.r1), a.r0.dot(t.r2)),
+                       r1: Vector3(a.r1.dot(t.r0), a.r1.dot(t.r1), a.r1.dot(t.r2)),
+                       r2: Vector3(a.r2.dot(t.r0), a.r2.dot(t.r1), a.r2.dot(t.r2)))
     }
 
-    /// The file for a device identity (characters other than letters, digits, `-`, `_`, `.` become `_`).
-    static func path(device: String, environment: [String: String]) -> String? {
-        let safe = String(device.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" })
-        return folder(environment: environment).map { $0 + "/magnetometer-" + safe + ".txt" }
+    var transposed: Matrix3 {
+        Matrix3(r0: Vector3(r0.x, r1.x, r2.x), r1: Vector3(r0.y, r1.y, r2.y), r2: Vector3(r0.z, r1.z, r2.z))
     }
 
-    /// The saved calibration, or nil (no file, unreadable, not a calibration).
-    static func load(path: String) -> MagnetometerCalibrator? {
-        guard let f = fopen(path, "r") else { return nil }
-        defer { fclose(f) }
-        var buffer = [CChar](repeating: 0, count: 512)
-        guard fgets(&buffer, Int32(buffer.count), f) != nil else { return nil }
-        return MagnetometerCalibrator(text: String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    /// The matrix with its columns multiplied by `s`'s components.
+    func scaledColumns(_ s: Vector3) -> Matrix3 {
+        Matrix3(r0: Vector3(r0.x * s.x, r0.y * s.y, r0.z * s.z), r1: Vector3(r1.x * s.x, r1.y * s.y, r1.z * s.z),
+                r2: Vector3(r2.x * s.x, r2.y * s.y, r2.z * s.z))
     }
 
-    /// Saves a calibration that has one (atomically: a temporary file renamed); false on failure.
-    @discardableResult
-    static func save(_ calibration: MagnetometerCalibrator, path: String) -> Bool {
-        guard calibration.isCalibrated else { return false }
-        if let slash = path.lastIndex(of: "/") {
-            let dir = String(path[..<slash])
-            var partial = ""
-            for part in dir.split(separator: "/") {
-                partial += "/" + part
-                mkdir(partial, 0o755)
-            }
-        }
-        let temporary = path + ".tmp"
-        guard let f = fopen(temporary, "w") else { return false }
-        let ok = fputs(calibration.text, f) >= 0
-        fclose(f)
-        guard ok, rename(temporary, path) == 0 else { unlink(temporary); return false }
-        return true
+    var determinant: Double { r0.dot(r1.cross(r2)) }
+
+    /// The inverse, or nil when singular.
+    var inverse: Matrix3? {
+        let d = determinant
+        guard abs(d) > 1e-15, d.isFinite else { return nil }
+        // Columns of the inverse are the rows' cross products over the determinant.
+        let c0 = r1.cross(r2), c1 = r2.cross(r0), c2 = r0.cross(r1)
+        return (1 / d) * Matrix3(r0: c0, r1: c1, r2: c2).transposed
     }
 }

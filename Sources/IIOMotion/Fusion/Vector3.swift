@@ -61,4 +61,6 @@ struct Matrix3: Sendable, Hashable {
     static func - (a: Matrix3, b: Matrix3) -> Matrix3 { Matrix3(r0: a.r0 - b.r0, r1: a.r1 - b.r1, r2: a.r2 - b.r2) }
 
     var trace: Double { r0.x + r1.y + r2.z }
+    /// Σᵢⱼ aᵢⱼ·bᵢⱼ.
+    func frobeniusProduct(_ b: Matrix3) -> Double { r0.dot(b.r0) + r1.dot(b.r1) + r2.dot(b.r2) }
 }
