@@ -77,7 +77,7 @@ struct MotionMonitorStalledOutputTests {
     func signalWhileStalled(signal: Int32, interval: String, expected: Int32) throws {
         let run = try Stalls.Run(["--csv", "LOG", "--interval", interval, "--rate", "1600"])
         defer { run.remove() }
-        run.sleep(until: 4)
+        run.sleep(until: 4 + Stalls.startSlack)
         run.expectStalled()
         let sent = monotonicNow()
         run.signal(signal)
@@ -92,7 +92,7 @@ struct MotionMonitorStalledOutputTests {
     func secondCtrlC() throws {
         let run = try Stalls.Run(["--csv", "LOG", "--interval", "0", "--rate", "1600"])
         defer { run.remove() }
-        run.sleep(until: 3)
+        run.sleep(until: 3 + Stalls.startSlack)
         run.signal(SIGINT)
         usleep(100_000)
         let second = monotonicNow()
@@ -105,10 +105,10 @@ struct MotionMonitorStalledOutputTests {
 
     @Test("stdout closed with --csv FILE: never SIGPIPE; the log runs to --duration, complete; exit 0", .timeLimit(.minutes(10)))
     func closedWithLog() throws {
-        let run = try Stalls.Run(["--csv", "LOG", "--interval", "0", "--rate", "1600", "--duration", "4"])
+        let run = try Stalls.Run(["--csv", "LOG", "--interval", "0", "--rate", "1600", "--duration", "\(4 + Stalls.startSlack)"])
         defer { run.remove() }
         run.startReading()
-        run.sleep(until: 1)
+        run.sleep(until: 1 + Stalls.startSlack)
         run.closeReader()
         let (status, _) = run.wait(seconds: 15)
         #expect(status == 0, "not 141 (SIGPIPE): \(run)")
@@ -123,7 +123,7 @@ struct MotionMonitorStalledOutputTests {
         let run = try Stalls.Run(arguments + ["--rate", "1600"])
         defer { run.remove() }
         run.startReading()
-        run.sleep(until: 1.5)
+        run.sleep(until: 1.5 + Stalls.startSlack)
         let closed = monotonicNow()
         run.closeReader()
         let (status, at) = run.wait(seconds: 10)
@@ -187,7 +187,8 @@ private enum Stalls {
 
     /// The bound on an end (1 s promised, half a second for a loaded machine; relaxed under TSan).
     static var endBound: Double { SimHarness.underThreadSanitizer ? 5 : 1.5 }
-    /// Extra seconds a whole run may take under ThreadSanitizer (instrumented start-up and end).
+    /// Extra seconds a whole run may take under ThreadSanitizer (instrumented start-up and end);
+    /// the tests also wait this much longer before acting on a run that should be streaming.
     static var startSlack: Double { SimHarness.underThreadSanitizer ? 6 : 0 }
     /// How soon a second Ctrl-C ends the run (instrumented code is slower to reach `_exit`).
     static var secondSignalBound: Double { SimHarness.underThreadSanitizer ? 3 : 0.4 }
