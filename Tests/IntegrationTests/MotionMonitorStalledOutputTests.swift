@@ -23,8 +23,10 @@ struct MotionMonitorStalledOutputTests {
           .timeLimit(.minutes(10)))
     func stalledThenDrained() throws {
         // The stall is watched from 4 s to 10 s after streaming began (later under TSan, whose
-        // start-up takes seconds): the log must grow at the stream's rate all that time.
-        let slack = Stalls.startSlack, duration = 12 + slack
+        // start-up takes seconds): the log must grow at the stream's rate all that time. Then stdout
+        // is drained for 2 s before --duration ends the run (14 s under TSan, whose instrumented
+        // writer and reader move the 12 s backlog several times slower).
+        let slack = Stalls.startSlack, duration = 12 + 3 * slack
         let run = try Stalls.Run(["--csv", "LOG", "--interval", "0", "--rate", "1600", "--duration", "\(duration)"])
         defer { run.remove() }
         run.sleep(until: 4 + slack)
