@@ -530,6 +530,7 @@ final class DeviceSim: Sendable {
             return .settled
         }
         let configuration = bufferConfiguration()
+        let clockName = read("current_timestamp_clock") ?? "realtime"
         guard read("buffer/enable") == "1", bufferConfiguration() == configuration,
               let stamp, let again = enableStamp(), Self.same(stamp, again) else { return .unsettled }
         // Every write of `enable` is a new buffer session for the kernel (its kfifo is emptied),
@@ -546,7 +547,7 @@ final class DeviceSim: Sendable {
             rawReadsBusy(false)
             return .settled
         }
-        startStream(simulator: simulator, enableStamp: stamp)
+        startStream(simulator: simulator, enableStamp: stamp, clockName: clockName)
         return .settled
     }
 
@@ -591,7 +592,7 @@ final class DeviceSim: Sendable {
     }
 
     /// Starts a session for the configuration in force (checked by the caller), replacing any.
-    func startStream(simulator: Simulator, enableStamp: timespec) {
+    func startStream(simulator: Simulator, enableStamp: timespec, clockName: String) {
         stopStream(wait: true)
         let (layout, map) = enabledLayout()
         let sessionNumber = state.withLock { s -> Int in
@@ -599,7 +600,8 @@ final class DeviceSim: Sendable {
             return s.stats.sessions
         }
         let session = StreamSession(device: self, simulator: simulator, layout: layout, channelMap: map,
-                                    number: sessionNumber, configuration: bufferConfiguration(), enableStamp: enableStamp)
+                                    number: sessionNumber, configuration: bufferConfiguration(), enableStamp: enableStamp,
+                                    clockName: clockName)
         state.withLock { $0.session = session }
         session.start()
     }

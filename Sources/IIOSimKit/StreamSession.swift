@@ -49,14 +49,19 @@ final class StreamSession: Sendable {
     /// `buffer/enable`'s modification time when the session was decided: a later write of it ends
     /// the session for the reader at once (see `DeviceSim.enableStamp`).
     let enableStamp: timespec
+    /// `current_timestamp_clock` while the buffer was enabled. The kernel refuses to change the
+    /// clock of an enabled buffer (EBUSY), so it is the session's clock even when the reader has
+    /// put the file back by the time this session's thread runs.
+    let clockName: String
     let wakeFD: Int32
     let stopping = Atomic<Bool>(false)
     let finished = Atomic<Bool>(false)
 
     init(device: DeviceSim, simulator: Simulator, layout: ScanLayout, channelMap: [Int], number: Int,
-         configuration: [String], enableStamp: timespec) {
+         configuration: [String], enableStamp: timespec, clockName: String) {
         self.configuration = configuration
         self.enableStamp = enableStamp
+        self.clockName = clockName
         self.device = device
         self.simulator = simulator
         self.layout = layout
@@ -131,7 +136,6 @@ final class StreamSession: Sendable {
         }
         defer { if case .pipe(let fd) = sink { close(fd) } }
 
-        let clockName = device.read("current_timestamp_clock") ?? "realtime"
         let clock = SimClock.clock(named: clockName) ?? CLOCK_REALTIME
         let clockOffset = SimClock.now(clock) - SimClock.now()
         // One data-ready interrupt (or FIFO) serves every sensor of the device: the fastest rate

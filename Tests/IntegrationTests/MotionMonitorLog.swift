@@ -37,18 +37,17 @@ enum LogCheck {
                         exact: Bool = true, tail: Bool = false) throws {
         guard let device = rows.first?.device else { return }
         let type = sensor == "accelerometer" ? "accel" : "anglvel"
-        var stream: [(raw: [Int64], ns: Int64?)] = []
-        var clock = ""
+        var stream: [(raw: [Int64], ns: Int64?, clock: String)] = []
         for (record, bytes) in try SimHarness.sessions(in: streamLog, device: device) {
             let find = { (name: String) in record.elements.first { $0.channel == name } }
             guard let ex = find("\(type)_x"), let ey = find("\(type)_y"), let ez = find("\(type)_z") else { continue }
             let axes = try [ex, ey, ez].map { (offset: $0.offset, type: try ScanType(parsing: $0.type)) }
             let ts = try find("timestamp").map { (offset: $0.offset, type: try ScanType(parsing: $0.type)) }
-            clock = record.clock
             let raw = Array(bytes)
             for i in 0..<(raw.count / record.scanSize) {
                 let base = i * record.scanSize
-                stream.append((axes.map { $0.type.decode(raw, at: base + $0.offset) }, ts.map { $0.type.decode(raw, at: base + $0.offset) }))
+                stream.append((axes.map { $0.type.decode(raw, at: base + $0.offset) }, ts.map { $0.type.decode(raw, at: base + $0.offset) },
+                              record.clock))
             }
         }
         if tail {
@@ -63,7 +62,7 @@ enum LogCheck {
         for (i, (row, sample)) in zip(rows, stream).enumerated() {
             let want = try #require(convert(sample.raw, sensor: sensor, files: sysfs[device] ?? [:]), "no conversion for \(device)")
             let valuesOK = zip([row.x, row.y, row.z], want).allSatisfy { abs($0 - $1) <= 1e-9 * abs($1) + 1e-12 }
-            let timeOK = clock != "monotonic" || sample.ns == nil || row.nanoseconds == sample.ns
+            let timeOK = sample.clock != "monotonic" || sample.ns == nil || row.nanoseconds == sample.ns
             if !valuesOK || !timeOK {
                 mismatches += 1
                 if mismatches <= 3 { Issue.record("\(sensor) row \(i): \(row) but sample \(i) is \(want) at \(sample.ns ?? -1) ns") }
