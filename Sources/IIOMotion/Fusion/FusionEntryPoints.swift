@@ -60,6 +60,7 @@ package enum FusionEntryPoints {
             case "hn": c.headingBiasNoise = v * .pi / 180
             case "magcal": c.calibratesMagnetometer = v != 0
             case "rcap": c.restTurnDeviation = v * .pi / 180
+            case "turn": c.turnNoise = v
             default: break
             }
         }
