@@ -100,7 +100,8 @@ internal import Glibc
 /// - The magnetometer is ignored while its strength or dip differs from the reference (learned
 ///   at start, then slowly tracked) by more than ``Configuration/magneticFieldTolerance`` or
 ///   ``Configuration/magneticDipTolerance``; a difference lasting
-///   ``Configuration/magneticRelearnTime`` becomes the new reference.
+///   ``Configuration/magneticRelearnTime`` becomes the new reference. While the tilt settles
+///   (the start-up ramp), the reference is the field as seen at each sample.
 /// - `dt` comes from timestamps: a sample not later than the previous one is dropped; a gap
 ///   longer than ``Configuration/maximumGap`` is not integrated (the motion in it is unknown),
 ///   and the start-up ramp runs again to re-level quickly.
@@ -977,6 +978,14 @@ struct AttitudeFilter: Sendable {
                 if h.length > 0 { headingReference = (1 / h.length) * h }
             }
             return nil
+        }
+        // While the tilt settles (the start-up ramp, after a start, a gap or a recovery), the
+        // field's strength and dip as seen now are the reference: the first sample's dip carries
+        // the first tilt's error, which a hand's acceleration can make larger than the tolerance,
+        // and every sample after it would then be taken for a disturbance until the reference is
+        // learned again (``Configuration/magneticRelearnTime``).
+        if rampProgress < configuration.startupDuration {
+            reference = now
         }
         let strengthOff = abs(now.strength - reference.strength) > configuration.magneticFieldTolerance * reference.strength
         let dipOff = abs(now.dip - reference.dip) > configuration.magneticDipTolerance
