@@ -78,7 +78,10 @@ internal import Glibc
 /// so a disturbed field can never tilt the estimate, only turn it (as Madgwick's filter with
 /// magnetic distortion compensation, 2010, §3.4). Its gain falls from
 /// ``Configuration/magnetometerGain`` as the bias about the vertical is known better
-/// (``Configuration/headingResidual``). The newest field sample, slower than the gyroscope, is
+/// (``Configuration/headingResidual``), and further while the rate limit holds a tilt back
+/// (``Configuration/tiltLeak``): a tilt error turns the field's horizontal part by up to tan(dip)
+/// times it, so in a vehicle's sustained accelerations the heading follows the gyroscope. The
+/// newest field sample, slower than the gyroscope, is
 /// turned with the device (the gyroscope's rotation since its time) so that field and attitude
 /// are compared at one time.
 ///
@@ -216,6 +219,17 @@ struct AttitudeFilter: Sendable {
         /// model above gave 0.2. Chosen from 0.02–0.12 on simulated hand-held, shaking, vibration
         /// and walking motions (seeds 1–5), checked on seeds 6–10.
         var turnNoise = 0.04
+        /// The field's errors also have the tilt the rate limit holds back (the angle between
+        /// the filtered gravity and the estimate's vertical, nonzero only while a sustained
+        /// linear acceleration, a vehicle pulling away or turning, keeps them apart): with the
+        /// tilt that uncertain, the field's horizontal part is that uncertain in direction by up to
+        /// tan(dip) times it (the vertical component leaks into it). The magnetometer's gain is
+        /// multiplied by `headingResidual / (headingResidual + tiltLeak·tan(dip)·angle)`, so
+        /// while the tilt is in doubt the heading follows the gyroscope. 0 turns this off.
+        var tiltLeak = 1.0
+        /// The largest dip (radians) that leak is computed for (the tangent grows without bound
+        /// towards the magnetic poles).
+        var maximumLeakDip = 80 * Double.pi / 180
         /// Windows (s) rest is judged over (a rest measurement needs one whole still window).
         var restWindow = 1.5
         /// The low-pass filter (s) the gyroscope and accelerometer pass before rest is judged.
@@ -324,6 +338,9 @@ struct AttitudeFilter: Sendable {
     private var limitedCount = 0
     /// The largest tilt rate (rad/s) the gravity filter's first stage held in the window.
     private var heldPeak = 0.0
+    /// The angle (radians) between the filtered gravity and the estimate's vertical after the last
+    /// correction: 0 unless the rate limit holds a deviation back.
+    private var heldTilt = 0.0
     /// The device-frame vertical's second moment E[u·uᵀ], low-pass filtered (trace 1).
     private var verticalMoment = Matrix3.diagonal(1.0 / 3)
     /// The tilt's standard deviation (radians): large after a (re)start, then what the loop has
@@ -535,9 +552,13 @@ struct AttitudeFilter: Sendable {
     private func magnetometerWorkingGain(vertical: Vector3) -> Double {
         let c = configuration
         let sigmaV = max(vertical.dot(biasCovariance * vertical), 1e-18).squareRoot()
+        let dip = min(abs(magneticReference?.dip ?? 0), c.maximumLeakDip)
         let tau = min(max((c.headingResidual / sigmaV).squareRoot(), 1 / max(c.magnetometerGain, 1e-9)),
                       max(c.maximumMagnetometerTimeConstant, 1 / max(c.magnetometerGain, 1e-9)))
-        return 1 / tau
+        // While the rate limit holds a tilt back, the field's direction is in doubt by the tilt's
+        // leak through the dip as well: the gain falls by the share of its own error in the whole.
+        let leak = c.tiltLeak * tan(dip) * heldTilt
+        return c.headingResidual / max(c.headingResidual + leak, 1e-12) / tau
     }
 
     /// Bias about the vertical during motion, from the magnetometer: the yaw corrections over a
@@ -583,6 +604,7 @@ struct AttitudeFilter: Sendable {
         linearSumSq = 0
         limitedCount = 0
         heldPeak = 0
+        heldTilt = 0
         windowTurn = 0
         turnRate = 0
         response = (BiasResponse(), BiasResponse(), BiasResponse())
@@ -653,6 +675,7 @@ struct AttitudeFilter: Sendable {
         quick = turn.rotate(quick)
         // What the loop still holds after the turn, to come out as corrections over about τ.
         let held = (stage1.x * stage1.x + stage1.y * stage1.y).squareRoot() / max(stage1.length, 1e-9)
+        heldTilt = atan2((stage2.x * stage2.x + stage2.y * stage2.y).squareRoot(), -stage2.z)
         heldPeak = max(heldPeak, held / max(tau, 1e-6))
 
         // Recovery: the quickly filtered gravity far from the estimate for long.

@@ -61,6 +61,7 @@ package enum FusionEntryPoints {
             case "magcal": c.calibratesMagnetometer = v != 0
             case "rcap": c.restTurnDeviation = v * .pi / 180
             case "turn": c.turnNoise = v
+            case "leak": c.tiltLeak = v
             default: break
             }
         }
