@@ -94,7 +94,9 @@ if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "-
     // accuracy, for the study of the bias and the calibration.
     var trace = ""
     let tracePath = ProcessInfo.processInfo.environment["FUSION_TRACE"]
-    FusionEntryPoints.run(samples, frame: frame, overrides: overrides) { m in
+    // FUSION_MAGNETOMETER_DELAY=SECONDS: each field sample handed over that much after its time.
+    let delay = ProcessInfo.processInfo.environment["FUSION_MAGNETOMETER_DELAY"].flatMap(Double.init) ?? 0
+    FusionEntryPoints.run(samples, frame: frame, overrides: overrides, magnetometerDelay: delay) { m in
         if tracePath != nil { trace += String(format: "%.9f,", m.timestamp) + "\(m.rotationRate.x),\(m.rotationRate.y),\(m.rotationRate.z),\(m.magneticField.field.x),\(m.magneticField.field.y),\(m.magneticField.field.z),\(m.magneticField.accuracy.rawValue)\n" }
         let r = RotationMatrix(m.attitude.quaternion)
         let v = Recording.rotationVector(Mat3(Vec3(r.m11, r.m12, r.m13), Vec3(r.m21, r.m22, r.m23), Vec3(r.m31, r.m32, r.m33)))

@@ -180,6 +180,8 @@ private struct Run {
 /// - Parameters:
 ///   - field: the Earth's field in the reference frame, µT; nil for no magnetometer.
 ///   - magRate: magnetometer rate, Hz.
+///   - magDelay: seconds each magnetometer sample is handed over after its time (a magnetometer
+///     read in slower refills than the gyroscope arrives after the gyroscope samples of its time).
 private func simulate(
     _ trajectory: Trajectory,
     rate: Double,
@@ -188,6 +190,7 @@ private func simulate(
     model: SensorModel = .bmi160,
     field: V? = nil,
     magRate: Double = 50,
+    magDelay: Double = 0,
     configuration: AttitudeFilter.Configuration = .init(),
     seed: UInt64 = 1,
     start: Double = 1000
@@ -201,13 +204,18 @@ private func simulate(
     var measuredAt: [Double: (Acceleration, V, V)] = [:]
     var nextMag = 0.0
     var first = true
+    var late: [MagnetometerData] = []
     for i in 0..<n {
         let t = Double(i) / rate
         let q = trajectory.attitude(t)
         if let field, t >= nextMag {
             nextMag += 1 / magRate
             let m = q.unrotate(field) + trajectory.disturbance(t) + noise.vector(model.magNoise)
-            run.fusion.add(magnetometer: MagnetometerData(timestamp: start + t, magneticField: MagneticField(x: m.x, y: m.y, z: m.z)))
+            late.append(MagnetometerData(timestamp: start + t, magneticField: MagneticField(x: m.x, y: m.y, z: m.z)))
+        }
+        while let m = late.first, m.timestamp + magDelay <= start + t + 1e-9 {
+            run.fusion.add(magnetometer: m)
+            late.removeFirst()
         }
         let user = q.unrotate(-1 * trajectory.linearAcceleration(t))
         let a = q.unrotate(V(0, 0, -1)) + user + noise.vector(accelSigma)
@@ -801,6 +809,34 @@ struct FusionMagnetometerTests {
             #expect(held < 1.5)
             #expect(free > 2 * held)
         }
+    }
+
+    /// Shaken with rotation (±30° of heading at 1.5 Hz, up to 280 °/s, and a ±20° wobble), with
+    /// the magnetometer's samples handed over 40 ms after their time, as from a magnetometer read
+    /// in its own slower refills: each is turned with the device from its time to the estimate's,
+    /// so the heading is as good as with the samples on time (0.08° RMS against 0.11°). Taken as
+    /// of the estimate's time instead, a sample 40 ms old at 280 °/s points 11° off, and the
+    /// heading errs by 1.6° RMS.
+    @Test func lateMagnetometerSamplesAreTurnedToTheirTime() {
+        let traj = Trajectory(attitude: { t in
+            TQ(axis: (0, 0, 1), degrees: 100 + 30 * sin(2 * .pi * 1.5 * t))
+                * TQ.euler(roll: 20 * sin(2 * .pi * 1.1 * t), pitch: 15 + 20 * sin(2 * .pi * 0.7 * t), yaw: 0)
+        })
+        func headingRMS(delay: Double) -> Double {
+            let run = simulate(traj, rate: 200, duration: 30, frame: .xMagneticNorthZVertical, field: Self.field,
+                               magRate: 50, magDelay: delay)
+            checkInvariants(run)
+            let e = run.after(5).map { p -> Double in
+                let q = p.motion.attitude.quaternion
+                let x = TQ(w: q.w, x: q.x, y: q.y, z: q.z).rotate(V(1, 0, 0)), tx = p.truth.rotate(V(1, 0, 0))
+                return wrap(atan2(x.y, x.x) - atan2(tx.y, tx.x)) / deg
+            }
+            return (e.map { $0 * $0 }.reduce(0, +) / Double(e.count)).squareRoot()
+        }
+        let onTime = headingRMS(delay: 0), late = headingRMS(delay: 0.04)
+        figure("shaken with rotation, magnetometer 40 ms late: heading RMS \(fmt(late, 3))° (\(fmt(onTime, 3))° on time)")
+        #expect(onTime < 1)
+        #expect(late < onTime + 0.2)
     }
 
     /// A north frame cannot start before a magnetometer sample.

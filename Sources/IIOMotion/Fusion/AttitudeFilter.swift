@@ -389,7 +389,9 @@ struct AttitudeFilter: Sendable {
     private var restPrimed = false
 
     // Magnetometer.
-    private var magnetometer: (timestamp: Double, field: Vector3)? = nil
+    /// The newest field sample: its time, the field (calibrated) in the device frame at
+    /// `frameTime` (the sample's own time, or a later one it was turned to with the device).
+    private var magnetometer: (timestamp: Double, field: Vector3, frameTime: Double)? = nil
     private var magneticReference: (strength: Double, dip: Double)? = nil
     /// The horizontal direction in the reference frame the field's horizontal part is held to.
     private var headingReference = Vector3(1, 0, 0)
@@ -417,7 +419,13 @@ struct AttitudeFilter: Sendable {
     /// - Parameters:
     ///   - timestamp: seconds.
     ///   - field: µT, device frame, Core Motion axes.
-    mutating func update(magnetometerAt timestamp: Double, field: MagneticField) {
+    ///   - turn: for a sample that arrives after the gyroscope samples of its time (a
+    ///     magnetometer read in its own, slower refills), the device's rotation from the sample's
+    ///     time to `turnedTo` (device frame then to device frame at `turnedTo`); the field is
+    ///     turned by it, after its calibration, so that it is compared with the attitude of one
+    ///     time. Without it, the field is taken as of its own time.
+    ///   - turnedTo: the time `turn` ends at (the last estimate's).
+    mutating func update(magnetometerAt timestamp: Double, field: MagneticField, turn: Quaternion? = nil, turnedTo: Double = -.infinity) {
         var m = Vector3(field)
         guard m.isFinite, m.length > 0, timestamp.isFinite else { return }
         if let last = magnetometer, timestamp < last.timestamp { return }
@@ -438,7 +446,11 @@ struct AttitudeFilter: Sendable {
                 m = cal.calibrated(m)
             }
         }
-        magnetometer = (timestamp, m)
+        if let turn, turnedTo > timestamp {
+            magnetometer = (timestamp, turn.rotate(m), turnedTo)
+        } else {
+            magnetometer = (timestamp, m, timestamp)
+        }
     }
 
     /// Advances the estimate to a gyroscope sample.
@@ -522,13 +534,14 @@ struct AttitudeFilter: Sendable {
             // The magnetometer's newest sample, when older than this step's end, turned with the
             // device into its frame now, as the attitude is: the next step compares the two at
             // one time (at 100 °/s the device turns a degree in 10 ms).
-            if var m = magnetometer, m.timestamp < timestamp {
-                let step = min(1, (timestamp - max(m.timestamp, lastTimestamp)) / dt) * gyroDelta
+            if var m = magnetometer, m.frameTime < timestamp {
+                let step = min(1, (timestamp - max(m.frameTime, lastTimestamp)) / dt) * gyroDelta
                 let turned = step.length
                 if turned > 0, turned.isFinite {
                     m.field = Quaternion(axis: (1 / turned) * step, angle: turned).inverseRotate(m.field)
-                    magnetometer = m
                 }
+                m.frameTime = timestamp
+                magnetometer = m
             }
             if configuration.learnsBias { accumulateRest(timestamp: timestamp, rawRate: raw, acceleration: accel, dt: dt) }
             // 2. Gravity, averaged in the reference frame.

@@ -8,9 +8,15 @@
 ///
 /// The magnetometer's calibration is learned here rather than in the filter: each magnetometer
 /// sample waits (at most ``CalibrationFeed/pendingLimit`` of them) until the filter has estimated
-/// the attitude at its time, then goes to the ``MagnetometerCalibrator`` with the gravity
-/// direction interpolated between the two estimates around it; the filter applies the newest fit
-/// (``MagnetometerCalibrator/applying``) and learns nothing itself.
+/// the attitude at its time, then goes to the ``MagnetometerCalibrator`` with the gravity of the
+/// last estimate turned back by the gyroscope's rotation since the sample's time; the filter
+/// applies the newest fit (``MagnetometerCalibrator/applying``) and learns nothing itself.
+///
+/// Each sensor arrives in refills of its own device, so a magnetometer sample may come before
+/// the gyroscope samples of its time or after them. The filter gets it when the gyroscope reaches
+/// its time, or, if it comes late, turned by the gyroscope's rotation from its time to the last
+/// estimate's (kept for the last ``CalibrationFeed/historyLimit`` estimates): field and attitude
+/// are compared at one time however the refills interleave.
 ///
 /// ```swift
 /// var fusion = DeviceMotionFusion(referenceFrame: .xArbitraryZVertical, units: .coreMotion)
@@ -75,6 +81,7 @@ struct DeviceMotionFusion: Sendable {
         var feed = self.feed
         self.feed = Self.idleFeed  // `feed` alone holds the samples: no copy when they change
         aligner.add(accelerometer: converted) { pair in
+            while let f = feed.takeUpcoming(upTo: pair.timestamp) { filter.update(magnetometerAt: f.timestamp, field: f.magneticField) }
             if let m = filter.update(timestamp: pair.timestamp, rotationRate: pair.rotationRate, acceleration: pair.acceleration) {
                 if feed.estimated(m, biasCovariance: filter.biasCovariance) { filter.magnetometerCalibration = feed.learner.applying }
                 emit(m)
@@ -93,6 +100,7 @@ struct DeviceMotionFusion: Sendable {
         var feed = self.feed
         self.feed = Self.idleFeed  // `feed` alone holds the samples: no copy when they change
         aligner.add(gyro: sample) { pair in
+            while let f = feed.takeUpcoming(upTo: pair.timestamp) { filter.update(magnetometerAt: f.timestamp, field: f.magneticField) }
             if let m = filter.update(timestamp: pair.timestamp, rotationRate: pair.rotationRate, acceleration: pair.acceleration) {
                 if feed.estimated(m, biasCovariance: filter.biasCovariance) { filter.magnetometerCalibration = feed.learner.applying }
                 emit(m)
@@ -102,10 +110,21 @@ struct DeviceMotionFusion: Sendable {
         self.feed = feed
     }
 
-    /// Adds a magnetometer sample (µT in both units); it is used from the next gyroscope sample on.
+    /// Adds a magnetometer sample (µT in both units); it is used from the gyroscope sample at or
+    /// after its time on.
     /// - Parameter sample: the sample.
     mutating func add(magnetometer sample: MagnetometerData) {
-        filter.update(magnetometerAt: sample.timestamp, field: sample.magneticField)
+        // The magnetometer is read in refills of its own: a sample may arrive before the
+        // gyroscope samples of its time or after them. One newer than the last estimate waits
+        // for the gyroscope to reach its time; one older is turned with the device from its time
+        // to the estimate's. Either way the filter compares it with the attitude of one time.
+        if !feed.queueUpcoming(sample) {
+            if let (turn, to) = feed.turnSince(sample.timestamp) {
+                filter.update(magnetometerAt: sample.timestamp, field: sample.magneticField, turn: turn, turnedTo: to)
+            } else {
+                filter.update(magnetometerAt: sample.timestamp, field: sample.magneticField)
+            }
+        }
         if feed.add(sample) { filter.magnetometerCalibration = feed.learner.applying }
     }
 
@@ -116,6 +135,7 @@ struct DeviceMotionFusion: Sendable {
         var feed = self.feed
         self.feed = Self.idleFeed  // `feed` alone holds the samples: no copy when they change
         aligner.flush { pair in
+            while let f = feed.takeUpcoming(upTo: pair.timestamp) { filter.update(magnetometerAt: f.timestamp, field: f.magneticField) }
             if let m = filter.update(timestamp: pair.timestamp, rotationRate: pair.rotationRate, acceleration: pair.acceleration) {
                 if feed.estimated(m, biasCovariance: filter.biasCovariance) { filter.magnetometerCalibration = feed.learner.applying }
                 emit(m)
@@ -127,27 +147,102 @@ struct DeviceMotionFusion: Sendable {
 }
 
 /// The magnetometer's calibration as ``DeviceMotionFusion`` learns it: the calibrator, the
-/// magnetometer samples waiting for the estimate at their time, the last two estimates'
-/// gravity, and the attitude the estimates' bias-corrected rates integrate to (the gyroscope
-/// alone: the calibrator relates samples the device turned between by it).
+/// magnetometer samples waiting for the estimate at their time, the last estimate's gravity,
+/// and the attitude the estimates' bias-corrected rates integrate to (the gyroscope alone: the
+/// calibrator relates samples the device turned between by it), with its recent history, which
+/// turns a sample that arrives late (and its gravity) between its time and the last estimate's.
 struct CalibrationFeed: Sendable {
     /// How many magnetometer samples may wait for an estimate (the oldest go first).
     static let pendingLimit = 64
-    /// An estimate's gravity is used for a sample at most this far (seconds) before it.
+    /// A sample at most this far (seconds) before the oldest estimate kept is taken as of it.
     static let maximumGap = 0.05
+    /// How many estimates' gyroscope attitudes are kept: 0.5 s (the filter's
+    /// ``AttitudeFilter/Configuration/magnetometerMaximumAge``) at 2 kHz.
+    static let historyLimit = 1024
 
     var learner = MagnetometerCalibrator()
     private var pending: [(timestamp: Double, field: Vector3)] = []
     private var pendingStart = 0
-    private var previous: (timestamp: Double, gravity: Vector3)?
     private var last: (timestamp: Double, gravity: Vector3)?
+    /// The gyroscope's attitude at the latest estimates, oldest first from `historyStart`, a
+    /// ring of `historyCount` entries (since the start or the last gap).
+    private var history: [(timestamp: Double, turn: Quaternion)]
+    private var historyStart = 0
+    private var historyCount = 0
+    /// Magnetometer samples newer than the last estimate, for the filter once the gyroscope
+    /// reaches their time (at most ``pendingLimit``: the oldest go first).
+    private var upcoming: [MagnetometerData] = []
+    private var upcomingStart = 0
     /// The gyroscope's attitude at the last estimate, and that estimate's rate (rad/s).
     private var turn = Quaternion.identity
     private var rate = Vector3.zero
     /// The covariance of the bias the rates were corrected by, at the last estimate ((rad/s)²).
     private var rateCovariance = Matrix3.diagonal(0)
 
-    init() { pending.reserveCapacity(Self.pendingLimit) }
+    init() {
+        pending.reserveCapacity(Self.pendingLimit)
+        upcoming.reserveCapacity(Self.pendingLimit)
+        history = Array(repeating: (-.infinity, .identity), count: Self.historyLimit)
+    }
+
+    /// The i-th kept estimate, oldest first.
+    private func kept(_ i: Int) -> (timestamp: Double, turn: Quaternion) {
+        history[(historyStart + i) % Self.historyLimit]
+    }
+
+    /// The gyroscope's attitude at `time`, between the kept estimates around it (nil before the
+    /// oldest, less ``maximumGap``, or after the newest).
+    private func gyroAttitude(at time: Double) -> Quaternion? {
+        guard historyCount > 0, time <= kept(historyCount - 1).timestamp else { return nil }
+        let first = kept(0)
+        if time <= first.timestamp { return first.timestamp - time <= Self.maximumGap ? first.turn : nil }
+        // The first kept estimate at or after `time`.
+        var lo = 1, hi = historyCount - 1
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if kept(mid).timestamp < time { lo = mid + 1 } else { hi = mid }
+        }
+        let a = kept(lo - 1), b = kept(lo)
+        let f = (time - a.timestamp) / max(b.timestamp - a.timestamp, 1e-12)
+        // Neighbouring attitudes differ by one step's turn: normalised linear interpolation.
+        let s: Double = a.turn.x * b.turn.x + a.turn.y * b.turn.y + a.turn.z * b.turn.z + a.turn.w * b.turn.w < 0 ? -1 : 1
+        return Quaternion(x: a.turn.x + f * (s * b.turn.x - a.turn.x), y: a.turn.y + f * (s * b.turn.y - a.turn.y),
+                          z: a.turn.z + f * (s * b.turn.z - a.turn.z), w: a.turn.w + f * (s * b.turn.w - a.turn.w)).normalized
+    }
+
+    /// Keeps `sample` for the filter if it is newer than the last estimate (false: there is none
+    /// yet, or the sample is not newer: it goes to the filter now).
+    mutating func queueUpcoming(_ sample: MagnetometerData) -> Bool {
+        guard let last, sample.timestamp > last.timestamp else { return false }
+        if upcoming.count - upcomingStart >= Self.pendingLimit { upcomingStart += 1 }
+        if upcomingStart > 0, upcoming.count == upcoming.capacity {
+            upcoming.removeFirst(upcomingStart)
+            upcomingStart = 0
+        }
+        upcoming.append(sample)
+        return true
+    }
+
+    /// The oldest kept sample at or before `time` (the gyroscope sample about to be fused), if any.
+    mutating func takeUpcoming(upTo time: Double) -> MagnetometerData? {
+        guard upcomingStart < upcoming.count, upcoming[upcomingStart].timestamp <= time else {
+            if upcomingStart > 0, upcomingStart == upcoming.count {
+                upcoming.removeAll(keepingCapacity: true)
+                upcomingStart = 0
+            }
+            return nil
+        }
+        upcomingStart += 1
+        return upcoming[upcomingStart - 1]
+    }
+
+    /// For a sample at `time` older than the last estimate: the device's rotation from then to
+    /// that estimate (device frame then to device frame at it) and the estimate's time; nil when
+    /// the sample is not older, or older than what is kept.
+    func turnSince(_ time: Double) -> (Quaternion, Double)? {
+        guard let last, time < last.timestamp, let then = gyroAttitude(at: time) else { return nil }
+        return (turn.conjugate.multiplied(by: then).normalized, last.timestamp)
+    }
 
     /// Queues a magnetometer sample; returns whether the calibration changed.
     mutating func add(_ sample: MagnetometerData) -> Bool {
@@ -175,11 +270,18 @@ struct CalibrationFeed: Sendable {
             turn = Self.turned(turn, by: (m.timestamp - last.timestamp) * 0.5 * (omega + rate))
         } else if last != nil {
             learner.breakPairs()
+            historyCount = 0  // the turn over the gap is unknown
         }
         rate = omega.isFinite ? omega : .zero
         rateCovariance = biasCovariance
-        previous = last
         last = (m.timestamp, g)
+        if historyCount == Self.historyLimit {
+            history[historyStart] = (m.timestamp, turn)
+            historyStart = (historyStart + 1) % Self.historyLimit
+        } else {
+            history[(historyStart + historyCount) % Self.historyLimit] = (m.timestamp, turn)
+            historyCount += 1
+        }
         guard pendingStart < pending.count, pending[pendingStart].timestamp <= m.timestamp else { return false }
         return learn()
     }
@@ -197,18 +299,11 @@ struct CalibrationFeed: Sendable {
         while pendingStart < pending.count, pending[pendingStart].timestamp <= last.timestamp {
             let s = pending[pendingStart]
             pendingStart += 1
-            var g = last.gravity
-            if let p = previous, s.timestamp > p.timestamp {
-                let f = (s.timestamp - p.timestamp) / max(last.timestamp - p.timestamp, 1e-9)
-                g = p.gravity + f * (last.gravity - p.gravity)
-            } else if last.timestamp - s.timestamp > Self.maximumGap {
-                continue  // long before any estimate (before the filter started)
-            } else if let p = previous, p.timestamp - s.timestamp <= Self.maximumGap {
-                g = p.gravity
-            }
+            // The gyroscope's attitude at the sample's time, and gravity then: the last
+            // estimate's, turned back by the device's rotation since.
+            guard let at = gyroAttitude(at: s.timestamp) else { continue }  // before the filter started, or a gap
+            let g = turn.conjugate.multiplied(by: at).normalized.inverseRotate(last.gravity)
             let before = (learner.offset, learner.strength, learner.accuracy, learner.model, learner.softIron)
-            // The gyroscope's attitude at the sample's time, back from the last estimate's.
-            let at = Self.turned(turn, by: (s.timestamp - last.timestamp) * rate)
             if learner.add(s.field, gravity: g, turn: at, turnRateCovariance: rateCovariance),
                before != (learner.offset, learner.strength, learner.accuracy, learner.model, learner.softIron) {
                 changed = true

@@ -22,9 +22,11 @@ package enum FusionEntryPoints {
     }
 
     /// Runs device motion's fusion (aligner and filter, default configuration) over `samples`
-    /// in their order and hands each estimate to `emit`.
+    /// in their order and hands each estimate to `emit`. `magnetometerDelay` (seconds) holds
+    /// each magnetometer sample back until the first gyroscope sample that much later, as a
+    /// magnetometer read in slower refills than the gyroscope arrives live.
     package static func run(_ samples: [Sample], frame: AttitudeReferenceFrame, overrides: [String: Double] = [:],
-                            emit: (DeviceMotion) -> Void) {
+                            magnetometerDelay: Double = 0, emit: (DeviceMotion) -> Void) {
         var c = AttitudeFilter.Configuration()
         for (k, v) in overrides {
             switch k {
@@ -66,11 +68,34 @@ package enum FusionEntryPoints {
             }
         }
         var fusion = DeviceMotionFusion(referenceFrame: frame, units: .coreMotion, configuration: c)
+        var samples = samples
+        if let refill = overrides["refill"], refill > 0 {
+            // Each sensor read in refills of `refill` seconds, the three capture threads a third
+            // of a refill apart (phases: overrides "phase0", "phase1", "phase2", in refills).
+            func release(_ s: Sample) -> Double {
+                let phase = (overrides["phase\(s.sensor)"] ?? Double(s.sensor) / 3) * refill
+                return ((s.timestamp - phase) / refill).rounded(.up) * refill + phase
+            }
+            samples = samples.enumerated().sorted { a, b in
+                let ra = release(a.element), rb = release(b.element)
+                return ra != rb ? ra < rb : a.offset < b.offset
+            }.map(\.element)
+        }
+        var held: [Sample] = []
+        func addField(_ s: Sample) {
+            fusion.add(magnetometer: MagnetometerData(timestamp: s.timestamp, magneticField: MagneticField(x: s.x, y: s.y, z: s.z)))
+        }
         for s in samples {
             switch s.sensor {
             case 0: fusion.add(accelerometer: AccelerometerData(timestamp: s.timestamp, acceleration: Acceleration(x: s.x, y: s.y, z: s.z)), emit: emit)
-            case 1: fusion.add(gyro: GyroData(timestamp: s.timestamp, rotationRate: RotationRate(x: s.x, y: s.y, z: s.z)), emit: emit)
-            default: fusion.add(magnetometer: MagnetometerData(timestamp: s.timestamp, magneticField: MagneticField(x: s.x, y: s.y, z: s.z)))
+            case 1:
+                while let m = held.first, m.timestamp + magnetometerDelay <= s.timestamp {
+                    addField(m)
+                    held.removeFirst()
+                }
+                fusion.add(gyro: GyroData(timestamp: s.timestamp, rotationRate: RotationRate(x: s.x, y: s.y, z: s.z)), emit: emit)
+            default:
+                if magnetometerDelay > 0 { held.append(s) } else { addField(s) }
             }
         }
         fusion.flush(emit: emit)
