@@ -339,7 +339,7 @@ struct AttitudeFilter: Sendable {
     /// The largest tilt rate (rad/s) the gravity filter's first stage held in the window.
     private var heldPeak = 0.0
     /// The angle (radians) between the filtered gravity and the estimate's vertical after the last
-    /// correction: 0 unless the rate limit holds a deviation back.
+    /// correction: 0 unless the rate limit holds a deviation back (kept with a magnetometer only).
     private var heldTilt = 0.0
     /// The device-frame vertical's second moment E[u·uᵀ], low-pass filtered (trace 1).
     private var verticalMoment = Matrix3.diagonal(1.0 / 3)
@@ -688,7 +688,7 @@ struct AttitudeFilter: Sendable {
         quick = turn.rotate(quick)
         // What the loop still holds after the turn, to come out as corrections over about τ.
         let held = (stage1.x * stage1.x + stage1.y * stage1.y).squareRoot() / max(stage1.length, 1e-9)
-        heldTilt = atan2((stage2.x * stage2.x + stage2.y * stage2.y).squareRoot(), -stage2.z)
+        if usesMagnetometer { heldTilt = atan2((stage2.x * stage2.x + stage2.y * stage2.y).squareRoot(), -stage2.z) }
         heldPeak = max(heldPeak, held / max(tau, 1e-6))
 
         // Recovery: the quickly filtered gravity far from the estimate for long.
