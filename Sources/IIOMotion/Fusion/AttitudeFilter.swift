@@ -83,7 +83,8 @@ internal import Glibc
 /// times it, so in a vehicle's sustained accelerations the heading follows the gyroscope. The
 /// newest field sample, slower than the gyroscope, is
 /// turned with the device (the gyroscope's rotation since its time) so that field and attitude
-/// are compared at one time.
+/// are compared at one time; one that arrives after later gyroscope samples comes already turned
+/// to the last of them (``update(magnetometerAt:field:turn:turnedTo:)``).
 ///
 /// Also:
 /// - Initialisation from the first accelerometer sample (roll and pitch) and magnetometer
