@@ -81,11 +81,7 @@ struct DeviceMotionFusion: Sendable {
         var feed = self.feed
         self.feed = Self.idleFeed  // `feed` alone holds the samples: no copy when they change
         aligner.add(accelerometer: converted) { pair in
-            while let f = feed.takeUpcoming(upTo: pair.timestamp) { filter.update(magnetometerAt: f.timestamp, field: f.magneticField) }
-            if let m = filter.update(timestamp: pair.timestamp, rotationRate: pair.rotationRate, acceleration: pair.acceleration) {
-                if feed.estimated(m, biasCovariance: filter.biasCovariance) { filter.magnetometerCalibration = feed.learner.applying }
-                emit(m)
-            }
+            Self.fuse(pair, filter: &filter, feed: &feed, emit: emit)
         }
         self.filter = filter
         self.feed = feed
@@ -100,14 +96,21 @@ struct DeviceMotionFusion: Sendable {
         var feed = self.feed
         self.feed = Self.idleFeed  // `feed` alone holds the samples: no copy when they change
         aligner.add(gyro: sample) { pair in
-            while let f = feed.takeUpcoming(upTo: pair.timestamp) { filter.update(magnetometerAt: f.timestamp, field: f.magneticField) }
-            if let m = filter.update(timestamp: pair.timestamp, rotationRate: pair.rotationRate, acceleration: pair.acceleration) {
-                if feed.estimated(m, biasCovariance: filter.biasCovariance) { filter.magnetometerCalibration = feed.learner.applying }
-                emit(m)
-            }
+            Self.fuse(pair, filter: &filter, feed: &feed, emit: emit)
         }
         self.filter = filter
         self.feed = feed
+    }
+
+    /// One pair through the filter: the magnetometer samples the gyroscope has reached first,
+    /// then the estimate, noted by the calibration feed and handed to `emit`.
+    private static func fuse(_ pair: SampleAligner.Pair, filter: inout AttitudeFilter, feed: inout CalibrationFeed,
+                             emit: (DeviceMotion) -> Void) {
+        while let f = feed.takeUpcoming(upTo: pair.timestamp) { filter.update(magnetometerAt: f.timestamp, field: f.magneticField) }
+        if let m = filter.update(timestamp: pair.timestamp, rotationRate: pair.rotationRate, acceleration: pair.acceleration) {
+            if feed.estimated(m, biasCovariance: filter.biasCovariance) { filter.magnetometerCalibration = feed.learner.applying }
+            emit(m)
+        }
     }
 
     /// Adds a magnetometer sample (µT in both units); it is used from the gyroscope sample at or
@@ -135,11 +138,7 @@ struct DeviceMotionFusion: Sendable {
         var feed = self.feed
         self.feed = Self.idleFeed  // `feed` alone holds the samples: no copy when they change
         aligner.flush { pair in
-            while let f = feed.takeUpcoming(upTo: pair.timestamp) { filter.update(magnetometerAt: f.timestamp, field: f.magneticField) }
-            if let m = filter.update(timestamp: pair.timestamp, rotationRate: pair.rotationRate, acceleration: pair.acceleration) {
-                if feed.estimated(m, biasCovariance: filter.biasCovariance) { filter.magnetometerCalibration = feed.learner.applying }
-                emit(m)
-            }
+            Self.fuse(pair, filter: &filter, feed: &feed, emit: emit)
         }
         self.filter = filter
         self.feed = feed
@@ -161,8 +160,7 @@ struct CalibrationFeed: Sendable {
     static let historyLimit = 1024
 
     var learner = MagnetometerCalibrator()
-    private var pending: [(timestamp: Double, field: Vector3)] = []
-    private var pendingStart = 0
+    private var pending = BoundedQueue<(timestamp: Double, field: Vector3)>(limit: pendingLimit)
     private var last: (timestamp: Double, gravity: Vector3)?
     /// The gyroscope's attitude at the latest estimates, oldest first from `historyStart`, a
     /// ring of `historyCount` entries (since the start or the last gap).
@@ -171,8 +169,7 @@ struct CalibrationFeed: Sendable {
     private var historyCount = 0
     /// Magnetometer samples newer than the last estimate, for the filter once the gyroscope
     /// reaches their time (at most ``pendingLimit``: the oldest go first).
-    private var upcoming: [MagnetometerData] = []
-    private var upcomingStart = 0
+    private var upcoming = BoundedQueue<MagnetometerData>(limit: pendingLimit)
     /// The gyroscope's attitude at the last estimate, and that estimate's rate (rad/s).
     private var turn = Quaternion.identity
     private var rate = Vector3.zero
@@ -180,8 +177,6 @@ struct CalibrationFeed: Sendable {
     private var rateCovariance = Matrix3.diagonal(0)
 
     init() {
-        pending.reserveCapacity(Self.pendingLimit)
-        upcoming.reserveCapacity(Self.pendingLimit)
         history = Array(repeating: (-.infinity, .identity), count: Self.historyLimit)
     }
 
@@ -214,26 +209,15 @@ struct CalibrationFeed: Sendable {
     /// yet, or the sample is not newer: it goes to the filter now).
     mutating func queueUpcoming(_ sample: MagnetometerData) -> Bool {
         guard let last, sample.timestamp > last.timestamp else { return false }
-        if upcoming.count - upcomingStart >= Self.pendingLimit { upcomingStart += 1 }
-        if upcomingStart > 0, upcoming.count == upcoming.capacity {
-            upcoming.removeFirst(upcomingStart)
-            upcomingStart = 0
-        }
         upcoming.append(sample)
         return true
     }
 
     /// The oldest kept sample at or before `time` (the gyroscope sample about to be fused), if any.
     mutating func takeUpcoming(upTo time: Double) -> MagnetometerData? {
-        guard upcomingStart < upcoming.count, upcoming[upcomingStart].timestamp <= time else {
-            if upcomingStart > 0, upcomingStart == upcoming.count {
-                upcoming.removeAll(keepingCapacity: true)
-                upcomingStart = 0
-            }
-            return nil
-        }
-        upcomingStart += 1
-        return upcoming[upcomingStart - 1]
+        guard let first = upcoming.first, first.timestamp <= time else { return nil }
+        upcoming.removeFirst()
+        return first
     }
 
     /// For a sample at `time` older than the last estimate: the device's rotation from then to
@@ -248,11 +232,6 @@ struct CalibrationFeed: Sendable {
     mutating func add(_ sample: MagnetometerData) -> Bool {
         let v = Vector3(sample.magneticField)
         guard v.isFinite, sample.timestamp.isFinite else { return false }
-        if pending.count - pendingStart >= Self.pendingLimit { pendingStart += 1 }
-        if pendingStart > 0, pending.count == pending.capacity {
-            pending.removeFirst(pendingStart)
-            pendingStart = 0
-        }
         pending.append((sample.timestamp, v))
         return learn()
     }
@@ -282,7 +261,7 @@ struct CalibrationFeed: Sendable {
             history[(historyStart + historyCount) % Self.historyLimit] = (m.timestamp, turn)
             historyCount += 1
         }
-        guard pendingStart < pending.count, pending[pendingStart].timestamp <= m.timestamp else { return false }
+        guard let next = pending.first, next.timestamp <= m.timestamp else { return false }
         return learn()
     }
 
@@ -296,9 +275,8 @@ struct CalibrationFeed: Sendable {
     private mutating func learn() -> Bool {
         guard let last else { return false }
         var changed = false
-        while pendingStart < pending.count, pending[pendingStart].timestamp <= last.timestamp {
-            let s = pending[pendingStart]
-            pendingStart += 1
+        while let s = pending.first, s.timestamp <= last.timestamp {
+            pending.removeFirst()
             // The gyroscope's attitude at the sample's time, and gravity then: the last
             // estimate's, turned back by the device's rotation since.
             guard let at = gyroAttitude(at: s.timestamp) else { continue }  // before the filter started, or a gap
@@ -309,10 +287,43 @@ struct CalibrationFeed: Sendable {
                 changed = true
             }
         }
-        if pendingStart == pending.count {
-            pending.removeAll(keepingCapacity: true)
-            pendingStart = 0
-        }
         return changed
+    }
+}
+
+/// A first-in, first-out queue of at most `limit` elements (when full, the oldest goes), in one
+/// array reserved once: taking the first moves a start index, and the array is compacted only
+/// when its reserved capacity is reached, so nothing allocates per element.
+struct BoundedQueue<Element: Sendable>: Sendable {
+    /// The most elements kept.
+    let limit: Int
+    private var items: [Element] = []
+    private var start = 0
+
+    init(limit: Int) {
+        self.limit = limit
+        items.reserveCapacity(limit)
+    }
+
+    /// The oldest element, if any.
+    var first: Element? { start < items.count ? items[start] : nil }
+
+    /// Adds `element` as the newest, dropping the oldest when `limit` are kept.
+    mutating func append(_ element: Element) {
+        if items.count - start >= limit { start += 1 }
+        if start > 0, items.count == items.capacity {
+            items.removeFirst(start)
+            start = 0
+        }
+        items.append(element)
+    }
+
+    /// Drops the oldest element (there must be one).
+    mutating func removeFirst() {
+        start += 1
+        if start == items.count {
+            items.removeAll(keepingCapacity: true)
+            start = 0
+        }
     }
 }

@@ -22,9 +22,10 @@ package enum FusionEntryPoints {
     }
 
     /// Runs device motion's fusion (aligner and filter, default configuration) over `samples`
-    /// in their order and hands each estimate to `emit`. `magnetometerDelay` (seconds) holds
-    /// each magnetometer sample back until the first gyroscope sample that much later, as a
-    /// magnetometer read in slower refills than the gyroscope arrives live.
+    /// in their order and hands each estimate to `emit`. `magnetometerDelay` (seconds) hands
+    /// each magnetometer sample over that much after its time, as a magnetometer read in slower
+    /// refills than the gyroscope arrives live; `overrides["refill"]` (seconds) replays every
+    /// sensor in refills of that length.
     package static func run(_ samples: [Sample], frame: AttitudeReferenceFrame, overrides: [String: Double] = [:],
                             magnetometerDelay: Double = 0, emit: (DeviceMotion) -> Void) {
         var c = AttitudeFilter.Configuration()
@@ -68,34 +69,29 @@ package enum FusionEntryPoints {
             }
         }
         var fusion = DeviceMotionFusion(referenceFrame: frame, units: .coreMotion, configuration: c)
-        var samples = samples
-        if let refill = overrides["refill"], refill > 0 {
+        // The order the samples reach the fusion: each at its release time (its own time, the
+        // magnetometer's `magnetometerDelay` later; with refills, the end of the sensor's refill),
+        // samples released together in their recorded order.
+        let refill = overrides["refill"] ?? 0
+        func release(_ s: Sample) -> Double {
+            let t = s.timestamp + (s.sensor == 2 ? magnetometerDelay : 0)
+            guard refill > 0 else { return t }
             // Each sensor read in refills of `refill` seconds, the three capture threads a third
             // of a refill apart (phases: overrides "phase0", "phase1", "phase2", in refills).
-            func release(_ s: Sample) -> Double {
-                let phase = (overrides["phase\(s.sensor)"] ?? Double(s.sensor) / 3) * refill
-                return ((s.timestamp - phase) / refill).rounded(.up) * refill + phase
-            }
-            samples = samples.enumerated().sorted { a, b in
+            let phase = (overrides["phase\(s.sensor)"] ?? Double(s.sensor) / 3) * refill
+            return ((t - phase) / refill).rounded(.up) * refill + phase
+        }
+        let ordered = refill > 0 || magnetometerDelay > 0
+            ? samples.enumerated().sorted { a, b in
                 let ra = release(a.element), rb = release(b.element)
                 return ra != rb ? ra < rb : a.offset < b.offset
             }.map(\.element)
-        }
-        var held: [Sample] = []
-        func addField(_ s: Sample) {
-            fusion.add(magnetometer: MagnetometerData(timestamp: s.timestamp, magneticField: MagneticField(x: s.x, y: s.y, z: s.z)))
-        }
-        for s in samples {
+            : samples
+        for s in ordered {
             switch s.sensor {
             case 0: fusion.add(accelerometer: AccelerometerData(timestamp: s.timestamp, acceleration: Acceleration(x: s.x, y: s.y, z: s.z)), emit: emit)
-            case 1:
-                while let m = held.first, m.timestamp + magnetometerDelay <= s.timestamp {
-                    addField(m)
-                    held.removeFirst()
-                }
-                fusion.add(gyro: GyroData(timestamp: s.timestamp, rotationRate: RotationRate(x: s.x, y: s.y, z: s.z)), emit: emit)
-            default:
-                if magnetometerDelay > 0 { held.append(s) } else { addField(s) }
+            case 1: fusion.add(gyro: GyroData(timestamp: s.timestamp, rotationRate: RotationRate(x: s.x, y: s.y, z: s.z)), emit: emit)
+            default: fusion.add(magnetometer: MagnetometerData(timestamp: s.timestamp, magneticField: MagneticField(x: s.x, y: s.y, z: s.z)))
             }
         }
         fusion.flush(emit: emit)
