@@ -92,7 +92,9 @@ internal import Glibc
 ///   ``Configuration/startupTimeConstant`` and the magnetometer's gain at
 ///   ``Configuration/startupGain``, both moving to their working values over
 ///   ``Configuration/startupDuration``; the ramps restart after a gap, and the magnetometer's
-///   when the calibration applied changes (the heading then moves to the new field at once).
+///   when the first calibration is applied. A later change of the calibration moves the heading
+///   (north frame) or its reference (other frames) by what it turns the field's horizontal part,
+///   at once: the heading loop has no transient to take for a gyroscope bias.
 /// - Recovery: when gravity filtered quickly (``Configuration/recoveryTimeConstant``) stays more
 ///   than ``Configuration/recoveryAngle`` away from the estimate for
 ///   ``Configuration/accelerationRecoveryTime`` (say, after the gyroscope saturated), the
@@ -315,7 +317,7 @@ struct AttitudeFilter: Sendable {
     /// Seconds of accelerometer data since start, the last gap or recovery.
     private var rampProgress = 0.0
     /// Seconds of magnetometer corrections since start, the last gap or recovery, or since the
-    /// calibration applied changed (the heading's start-up ramp runs again then).
+    /// first calibration was applied (the heading's start-up ramp runs again then).
     private var headingRampProgress = 0.0
     /// Gravity (g, Core Motion's sign) in the reference frame: the two stages of the low-pass
     /// filter, and the quick one recovery watches.
@@ -399,7 +401,8 @@ struct AttitudeFilter: Sendable {
     private var rejectedSince: Double? = nil
     /// The magnetometer's calibration, learned online (or set from a saved one).
     var magnetometerCalibration = MagnetometerCalibrator()
-    private var appliedCalibration: (offset: Vector3, accuracy: MagneticFieldCalibrationAccuracy)? = nil
+    /// The calibration the field is corrected with (nil before the first).
+    private var appliedCalibration: (offset: Vector3, softIron: Matrix3)? = nil
 
     /// A filter producing attitudes in `referenceFrame`.
     /// - Parameters:
@@ -436,15 +439,25 @@ struct AttitudeFilter: Sendable {
             magnetometerCalibration.add(m)
             let cal = magnetometerCalibration
             if cal.isCalibrated {
-                // A calibration that changed much: the field's strength and dip are learned again.
-                if let applied = appliedCalibration, (applied.offset - cal.offset).length < 2, applied.accuracy == cal.accuracy {
+                let calibrated = cal.calibrated(m)
+                if let applied = appliedCalibration {
+                    if applied.offset != cal.offset || applied.softIron != cal.softIron {
+                        // A refined calibration: the heading and the field's reference move with
+                        // it at once, so that the heading loop has no transient to take for a bias.
+                        let before = applied.softIron * (m - applied.offset)
+                        let carry = turn.flatMap { turnedTo > timestamp ? $0 : nil }
+                        carryCalibrationChange(from: carry?.rotate(before) ?? before, to: carry?.rotate(calibrated) ?? calibrated)
+                        appliedCalibration = (cal.offset, cal.softIron)
+                    }
                 } else {
-                    appliedCalibration = (cal.offset, cal.accuracy)
+                    // The first calibration: the heading so far followed the raw field, so the
+                    // field's strength and dip are learned again and the start-up gain runs.
+                    appliedCalibration = (cal.offset, cal.softIron)
                     magneticReference = nil
                     rejectedSince = nil
                     headingRampProgress = 0
                 }
-                m = cal.calibrated(m)
+                m = calibrated
             }
         }
         if let turn, turnedTo > timestamp {
@@ -993,6 +1006,35 @@ struct AttitudeFilter: Sendable {
     }
 
     /// The field's strength and dip (radians, positive pointing down) from its reference-frame vector.
+    /// Moves the heading (north frame) or the heading's reference (other frames), and the
+    /// field's reference strength and dip, by what a change of the calibration does to the
+    /// field now: `old` and `new` are the sample calibrated before and after the change (device
+    /// frame). The heading loop's error is the same after the change as before it.
+    private mutating func carryCalibrationChange(from old: Vector3, to new: Vector3) {
+        let wo = quaternion.rotate(old), wn = quaternion.rotate(new)
+        guard wo.x * wo.x + wo.y * wo.y > 0, wn.x * wn.x + wn.y * wn.y > 0 else { return }
+        let step = atan2(wo.x * wn.y - wo.y * wn.x, wo.x * wn.x + wo.y * wn.y)
+        guard step.isFinite else { return }
+        let c = cos(step), s = sin(step)
+        if referenceFrame.isNorthReferenced {
+            // Turned by −step about the vertical, the field's horizontal part points as before
+            // (the gravity filter's stages, in the reference frame, turn with the estimate).
+            quaternion = Quaternion(axis: Vector3(0, 0, 1), angle: -step).multiplied(by: quaternion).normalized
+            func back(_ v: Vector3) -> Vector3 { Vector3(c * v.x + s * v.y, -s * v.x + c * v.y, v.z) }
+            stage1 = back(stage1)
+            stage2 = back(stage2)
+        } else {
+            let r = headingReference
+            headingReference = Vector3(c * r.x - s * r.y, s * r.x + c * r.y, 0)
+        }
+        if var reference = magneticReference {
+            let o = Self.strengthAndDip(wo), n = Self.strengthAndDip(wn)
+            reference.strength += n.strength - o.strength
+            reference.dip += n.dip - o.dip
+            magneticReference = reference
+        }
+    }
+
     private static func strengthAndDip(_ world: Vector3) -> (strength: Double, dip: Double) {
         (world.length, atan2(-world.z, (world.x * world.x + world.y * world.y).squareRoot()))
     }

@@ -42,12 +42,13 @@ internal import Glibc
 /// apart, a strength outside 5–500 µT. ``accuracy`` rises with the bins covered and falls with
 /// the fit's residual (the RMS relative difference of the calibrated strengths from `F`) and,
 /// with gravity, with the offset's standard error:
-/// ``MagneticFieldCalibrationAccuracy/uncalibrated`` before a fit (with gravity: until 12 bins
-/// are covered and the offset is known to 2 µT); then `low`; `medium` from 16 bins (45 without
-/// gravity), an offset known to 1 µT and a residual under 4 %; `high` from 20 bins with the
-/// full soft-iron matrix (or 90 bins), an offset known to 0.5 µT and a residual under 2 % (a
-/// level reached stays while the offset's error is within twice its bound and the residual
-/// within it). Once fitted, a sample
+/// ``MagneticFieldCalibrationAccuracy/uncalibrated`` before a fit (with gravity: until 10 bins
+/// are covered and the offset is known to 2 µT); then `low`; `medium` from 12 bins with the
+/// soft-iron matrix determined (45 bins without gravity), an offset known to 1 µT and a
+/// residual under 4 %; `high` from 16 bins with the full soft-iron matrix (or 90 bins), an
+/// offset known to 0.5 µT and a residual under 2 % (a level reached stays while the offset's
+/// error is within twice its bound and the residual within it). A fit found implausible drops
+/// the stored samples the calibration in use puts far off. Once fitted, a sample
 /// whose calibrated strength (or vertical part) is more than ``disturbanceTolerance`` of `F`
 /// from the fit's (6 % from `medium` on) is a disturbance (a steel object passing) and is not
 /// learned from.
@@ -346,18 +347,27 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         } else {
             candidate = linearSphereFit()
         }
-        guard var c = candidate, Self.isPlausible(c) else { return }
+        guard var c = candidate, Self.isPlausible(c) else {
+            // What the calibration in use puts far off (a disturbance learned while it was
+            // rough) goes, so that it does not keep every later fit implausible.
+            evictOutliers()
+            return
+        }
         // Until the first accepted fit, the samples follow the candidate's centre.
         if model == .none, rebin(around: c.offset, strength: c.strength) { coverage = binCounts.filter { $0 >= 3 }.count }
         if gravity {
-            // From 12 bins, and the offset known to within 2 µT.
-            guard coverage >= 12, c.offsetError < 2 * Self.unit else { return }
+            // From 10 bins, and the offset known to within 2 µT.
+            guard coverage >= 10, c.offsetError < 2 * Self.unit else { return }
         } else {
             // A sphere from 27 bins, an ellipsoid from ``ellipsoidCoverage``.
             guard coverage >= 27 else { return }
             if coverage >= ellipsoidCoverage, let e = linearEllipsoidFit(), Self.isPlausible(e) { c = e }
         }
         c.residual = residual(of: c)
+        // With gravity, the offset's standard error is only as good as the model: a sphere fitted
+        // to a field the soft iron stretches by 10 % puts the offset µT off while the error says
+        // half a µT. So `medium` waits for the samples to determine the matrix.
+        let determined = c.model == .ellipsoid
         // No distortion at all, when that explains the samples as well: a fit that is no better
         // than the raw field (by Akaike's criterion over the bins covered, the fit's offset and
         // matrix counting as parameters) only adds its own errors to every sample.
@@ -394,8 +404,9 @@ struct MagnetometerCalibrator: Sendable, Hashable {
             // error within twice its bound (the estimates jitter from fit to fit).
             let reached = accuracy
             func margin(_ level: MagneticFieldCalibrationAccuracy) -> Double { reached.rawValue >= level.rawValue ? 2 : 1 }
-            accuracy = coverage >= 20 && offsetError < 0.5 * margin(.high) && residual < 0.02 && (full || coverage >= 90) ? .high
-                : (coverage >= 16 && offsetError < 1 * margin(.medium) && residual < 0.04 ? .medium : .low)
+            accuracy = coverage >= 16 && offsetError < 0.5 * margin(.high) && residual < 0.02 && (full || coverage >= 90) ? .high
+                : (coverage >= 12 && (determined || reached.rawValue >= MagneticFieldCalibrationAccuracy.medium.rawValue)
+                   && offsetError < 1 * margin(.medium) && residual < 0.04 ? .medium : .low)
         } else {
             accuracy = coverage >= 90 && residual < 0.02 ? .high : (coverage >= 45 && residual < 0.04 ? .medium : .low)
         }
