@@ -223,6 +223,95 @@ struct MagnetometerCalibrationTests {
         #expect(abs(cal.strength - earth.length) < 1, "strength \(cal.strength)")
     }
 
+    @Test("Medium is claimed with the soft-iron matrix determined: a sphere fitted to soft iron puts the offset µT off")
+    func mediumWaitsForTheMatrix() {
+        var rng = SplitMix64(seed: 21)
+        var cal = MagnetometerCalibrator()
+        let rate = 20.0
+        var atMedium: (model: MagnetometerCalibrator.Model, offsetError: Double, time: Double)?
+        var after: [Double] = []
+        for i in 0..<Int(240 * rate) {
+            let t = Double(i) / rate
+            let q = handHeld(t)
+            let truth = q.inverseRotate(earth)
+            let g = q.inverseRotate(Vector3(0, 0, -1))
+            let raw = handSoftIron * truth + hardIron + Vector3(0.4 * rng.normal(), 0.4 * rng.normal(), 0.4 * rng.normal())
+            cal.add(raw, gravity: g)
+            if atMedium == nil, cal.accuracy.rawValue >= MagneticFieldCalibrationAccuracy.medium.rawValue {
+                atMedium = (cal.model, (cal.offset - hardIron).length, t)
+            }
+            if let m = atMedium, t < m.time + 20 { after.append(headingError(cal.calibrated(raw), truth: truth, gravity: g)) }
+        }
+        let rms = (after.map { $0 * $0 }.reduce(0, +) / Double(max(after.count, 1))).squareRoot()
+        print("figure: medium at \(atMedium.map { "\($0.time) s, \($0.model), offset \($0.offsetError) µT off" } ?? "never"); heading RMS over the next 20 s \(rms)°")
+        guard let m = atMedium else {
+            Issue.record("never medium")
+            return
+        }
+        #expect(m.model == .ellipsoid)
+        #expect(m.offsetError < 3, "offset \(m.offsetError) µT off at medium")
+        #expect(rms < 2, "heading RMS \(rms)° over the 20 s after medium")
+    }
+
+    @Test("Refits that move the calibration leave the heading loop without a transient: the bias about the vertical is still learned")
+    func refitsKeepTheBiasLearned() throws {
+        // A calibration like a refit's, the offset `shift` µT along the device's z from the truth.
+        func calibration(shift: Double) throws -> MagnetometerCalibrator {
+            let o = hardIron + Vector3(0, 0, shift)
+            let text = """
+                \(MagnetometerCalibrator.header)
+                model ellipsoid
+                offset \(o.x) \(o.y) \(o.z)
+                soft-iron \(1 / gains.x) 0 0 0 \(1 / gains.y) 0 0 0 \(1 / gains.z)
+                strength \(earth.length)
+                vertical \(-earth.z)
+                residual 0.005
+                coverage 40
+                """
+            return try #require(MagnetometerCalibrator(text: text)).applying
+        }
+        let refits = [try calibration(shift: 1.5), try calibration(shift: -1.5)]
+        // Turned to and fro about the vertical at a steady tilt: only the heading shows the bias
+        // about the vertical.
+        func turning(_ t: Double) -> Quaternion {
+            Attitude(roll: 0, pitch: 30 * Double.pi / 180, yaw: 60 * sin(0.23 * t) * .pi / 180).quaternion
+        }
+        var rng = SplitMix64(seed: 8)
+        var filter = AttitudeFilter(referenceFrame: .xMagneticNorthZVertical)
+        let bias = (Double.pi / 180) * Vector3(0.2, -0.15, 0.3)
+        let rate = 200.0
+        var sumSq = 0.0, n = 0.0
+        var verticalError = 0.0
+        for i in 0..<Int(90 * rate) {
+            let t = Double(i) / rate
+            let q = turning(t)
+            if i % 4 == 0 {
+                // The fits jitter by 3 µT every 0.75 s, as a calibration still being learned does.
+                filter.magnetometerCalibration = refits[Int(t / 0.75) % 2]
+                filter.update(magnetometerAt: t, field: distorted(q.inverseRotate(earth), &rng).magneticField)
+            }
+            let h = 1e-5
+            let a = turning(t - h), b = turning(t + h)
+            let dq = Quaternion(x: (b.x - a.x) / (2 * h), y: (b.y - a.y) / (2 * h), z: (b.z - a.z) / (2 * h), w: (b.w - a.w) / (2 * h))
+            let w = q.conjugate.multiplied(by: dq)
+            let omega = Vector3(2 * w.x, 2 * w.y, 2 * w.z) + bias
+            let g = q.inverseRotate(Vector3(0, 0, -1))
+            guard let m = filter.update(timestamp: t, rotationRate: RotationRate(x: omega.x, y: omega.y, z: omega.z),
+                                        acceleration: g.acceleration) else { continue }
+            if t >= 30 {
+                var e = m.heading - DeviceMotion.heading(yaw: Attitude(quaternion: q).yaw)
+                e = (e + 540).truncatingRemainder(dividingBy: 360) - 180
+                sumSq += e * e
+                n += 1
+            }
+            verticalError = abs((filter.gyroBias - bias).dot(q.inverseRotate(Vector3(0, 0, 1)))) * 180 / .pi
+        }
+        let rms = (sumSq / max(n, 1)).squareRoot()
+        print("figure: calibration refits jittering 3 µT: bias about the vertical \(verticalError) °/s off after 90 s, heading RMS from 30 s \(rms)°")
+        #expect(verticalError < 0.05, "bias about the vertical \(verticalError) °/s off")
+        #expect(n > 0 && rms < 2, "heading RMS \(rms)°")
+    }
+
     @Test("Held one way, it stays uncalibrated")
     func needsCoverage() {
         var rng = SplitMix64(seed: 4)
