@@ -50,7 +50,8 @@ internal import Glibc
 /// error is within twice its bound and the residual within it). A fit found implausible drops
 /// the stored samples the calibration in use puts far off. Once fitted, a sample
 /// whose calibrated strength (or vertical part) is more than ``disturbanceTolerance`` of `F`
-/// from the fit's (6 % from `medium` on) is a disturbance (a steel object passing) and is not
+/// from the fit's (from `medium` on, ``residualTolerance`` times the fit's residual, within
+/// ``calibratedTolerance``: 3–6 %) is a disturbance (a steel object passing) and is not
 /// learned from.
 ///
 /// A saved calibration (``text``, ``init(text:)``) starts at most at `medium`; it is checked
@@ -75,6 +76,10 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     var refitEvery = 40
     /// Relative difference in strength beyond which a sample is a disturbance.
     var disturbanceTolerance = 0.15
+    /// From `medium` on, a sample is a disturbance beyond this many times the fit's residual…
+    var residualTolerance = 4.0
+    /// …bounded to this range (relative difference).
+    var calibratedTolerance = 0.03...0.06
     /// Bins covered from which a fit without gravity may be a full ellipsoid.
     var ellipsoidCoverage = 70
     /// Standard error below which every soft-iron entry must be for the full matrix to be used.
@@ -189,9 +194,12 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         var g = Vector3.zero
         if let gravity, gravity.isFinite, gravity.length > 0.5 { g = (1 / gravity.length) * gravity }
         if strength > 0 {
-            // Once medium, a fit this good: a sample off by more than 6 % is not the Earth's field.
+            // Once medium, a fit this good: a sample off by several times the fit's own scatter is
+            // not the Earth's field (a steel object on its way, which the pairs would also take
+            // for a turn of the field).
             let tolerance = accuracy.rawValue >= MagneticFieldCalibrationAccuracy.medium.rawValue
-                ? min(disturbanceTolerance, 0.06) : disturbanceTolerance
+                ? min(calibratedTolerance.upperBound, max(calibratedTolerance.lowerBound, residualTolerance * residual))
+                : disturbanceTolerance
             let f = calibrated(raw)
             if abs(f.length - strength) > tolerance * strength { return false }
             if vertical != 0, g != .zero, abs(g.dot(f) - vertical) > tolerance * strength { return false }
