@@ -73,7 +73,7 @@ let package = Package(
         // libFuzzer and AddressSanitizer); built plainly it replays a corpus. Not a product.
         .executableTarget(name: "iio-fuzz", dependencies: ["IIOMotion", "IIOSimKit"], swiftSettings: swiftSettings),
 
-        .testTarget(name: "IIOMotionTests", dependencies: ["IIOMotion", "iio-fuzz"], swiftSettings: swiftSettings),
+        .testTarget(name: "IIOMotionTests", dependencies: ["IIOMotion", "iio-fuzz", "IIOSimKit"], swiftSettings: swiftSettings),
         .testTarget(name: "MotionMQTTTests", dependencies: ["MotionMQTT"], swiftSettings: swiftSettings),
         .testTarget(name: "IIOSimKitTests", dependencies: ["IIOSimKit"], swiftSettings: swiftSettings),
         .testTarget(name: "MotionMonitorTests", dependencies: ["motion-monitor"], swiftSettings: swiftSettings),
