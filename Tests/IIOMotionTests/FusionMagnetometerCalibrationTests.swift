@@ -37,6 +37,15 @@ private func handHeld(_ t: Double) -> Quaternion {
     Attitude(roll: 20 * sin(0.31 * t) * .pi / 180, pitch: (35 + 15 * sin(0.53 * t)) * .pi / 180, yaw: 0.4 * t + sin(0.2 * t)).quaternion
 }
 
+/// The phone held in the hand at `t`: the true field and gravity in the device frame, and the
+/// sample read through the soft iron `s`, the hard iron and 0.4 µT of noise.
+private func handHeldSample(_ t: Double, softIron s: Matrix3, _ rng: inout SplitMix64) -> (truth: Vector3, gravity: Vector3, raw: Vector3) {
+    let q = handHeld(t)
+    let truth = q.inverseRotate(earth)
+    let raw = s * truth + hardIron + Vector3(0.4 * rng.normal(), 0.4 * rng.normal(), 0.4 * rng.normal())
+    return (truth, q.inverseRotate(Vector3(0, 0, -1)), raw)
+}
+
 /// A phone looked at in the hand: heading swinging ±60°, tilts under 25°.
 private func swinging(_ t: Double) -> Quaternion {
     Attitude(roll: 15 * sin(0.37 * t) * .pi / 180, pitch: (30 + 10 * sin(0.61 * t)) * .pi / 180,
@@ -45,6 +54,21 @@ private func swinging(_ t: Double) -> Quaternion {
 
 /// A soft iron with a small off-axis term, for the swinging phone.
 private let handSoftIron = Matrix3(r0: Vector3(1.1, 0.03, 0), r1: Vector3(0.03, 0.9, 0), r2: Vector3(0, 0, 1))
+
+/// The body rate (rad/s, device frame) of a motion at `t`, from its attitude's derivative:
+/// ω = 2·Im(q* ⊗ q̇).
+private func bodyRate(_ motion: (Double) -> Quaternion, at t: Double) -> Vector3 {
+    let h = 1e-5
+    let a = motion(t - h), b = motion(t + h)
+    let dq = Quaternion(x: (b.x - a.x) / (2 * h), y: (b.y - a.y) / (2 * h), z: (b.z - a.z) / (2 * h), w: (b.w - a.w) / (2 * h))
+    let w = motion(t).conjugate.multiplied(by: dq)
+    return Vector3(2 * w.x, 2 * w.y, 2 * w.z)
+}
+
+/// The difference of two headings (degrees), −180…180.
+private func headingDifference(_ a: Double, _ b: Double) -> Double {
+    (a - b + 540).truncatingRemainder(dividingBy: 360) - 180
+}
 
 /// The heading error (degrees) of a field seen in the device frame against the truth, both
 /// projected on the horizontal given by gravity.
@@ -119,10 +143,7 @@ struct MagnetometerCalibrationTests {
         let rate = 20.0
         for i in 0..<Int(180 * rate) {
             let t = Double(i) / rate
-            let q = handHeld(t)
-            let truth = q.inverseRotate(earth)
-            let g = q.inverseRotate(Vector3(0, 0, -1))
-            let raw = s * truth + hardIron + Vector3(0.4 * rng.normal(), 0.4 * rng.normal(), 0.4 * rng.normal())
+            let (truth, g, raw) = handHeldSample(t, softIron: s, &rng)
             cal.add(raw, gravity: g)
             if seen.last != cal.accuracy { seen.append(cal.accuracy) }
             if t >= 120 {
@@ -232,10 +253,7 @@ struct MagnetometerCalibrationTests {
         var after: [Double] = []
         for i in 0..<Int(240 * rate) {
             let t = Double(i) / rate
-            let q = handHeld(t)
-            let truth = q.inverseRotate(earth)
-            let g = q.inverseRotate(Vector3(0, 0, -1))
-            let raw = handSoftIron * truth + hardIron + Vector3(0.4 * rng.normal(), 0.4 * rng.normal(), 0.4 * rng.normal())
+            let (truth, g, raw) = handHeldSample(t, softIron: handSoftIron, &rng)
             cal.add(raw, gravity: g)
             if atMedium == nil, cal.accuracy.rawValue >= MagneticFieldCalibrationAccuracy.medium.rawValue {
                 atMedium = (cal.model, (cal.offset - hardIron).length, t)
@@ -290,17 +308,12 @@ struct MagnetometerCalibrationTests {
                 filter.magnetometerCalibration = refits[Int(t / 0.75) % 2]
                 filter.update(magnetometerAt: t, field: distorted(q.inverseRotate(earth), &rng).magneticField)
             }
-            let h = 1e-5
-            let a = turning(t - h), b = turning(t + h)
-            let dq = Quaternion(x: (b.x - a.x) / (2 * h), y: (b.y - a.y) / (2 * h), z: (b.z - a.z) / (2 * h), w: (b.w - a.w) / (2 * h))
-            let w = q.conjugate.multiplied(by: dq)
-            let omega = Vector3(2 * w.x, 2 * w.y, 2 * w.z) + bias
+            let omega = bodyRate(turning, at: t) + bias
             let g = q.inverseRotate(Vector3(0, 0, -1))
             guard let m = filter.update(timestamp: t, rotationRate: RotationRate(x: omega.x, y: omega.y, z: omega.z),
                                         acceleration: g.acceleration) else { continue }
             if t >= 30 {
-                var e = m.heading - DeviceMotion.heading(yaw: Attitude(quaternion: q).yaw)
-                e = (e + 540).truncatingRemainder(dividingBy: 360) - 180
+                let e = headingDifference(m.heading, DeviceMotion.heading(yaw: Attitude(quaternion: q).yaw))
                 sumSq += e * e
                 n += 1
             }
@@ -368,17 +381,12 @@ struct MagnetometerCalibrationTests {
             let t = Double(i) / rate
             let q = attitude(t)
             if i % 4 == 0 { filter.update(magnetometerAt: t, field: distorted(q.inverseRotate(earth), &rng).magneticField) }
-            // The body rate from the attitude's derivative: ω = 2·Im(q* ⊗ q̇).
-            let h = 1e-5
-            let a = attitude(t - h), b = attitude(t + h)
-            let dq = Quaternion(x: (b.x - a.x) / (2 * h), y: (b.y - a.y) / (2 * h), z: (b.z - a.z) / (2 * h), w: (b.w - a.w) / (2 * h))
-            let w = q.conjugate.multiplied(by: dq)
+            let w = bodyRate(attitude, at: t)
             let g = q.inverseRotate(Vector3(0, 0, -1))
-            guard let m = filter.update(timestamp: t, rotationRate: RotationRate(x: 2 * w.x, y: 2 * w.y, z: 2 * w.z),
+            guard let m = filter.update(timestamp: t, rotationRate: RotationRate(x: w.x, y: w.y, z: w.z),
                                         acceleration: g.acceleration) else { continue }
             if t >= 60 {
-                var e = m.heading - DeviceMotion.heading(yaw: Attitude(quaternion: q).yaw)
-                e = (e + 540).truncatingRemainder(dividingBy: 360) - 180
+                let e = headingDifference(m.heading, DeviceMotion.heading(yaw: Attitude(quaternion: q).yaw))
                 sumSq += e * e
                 n += 1
             }
@@ -403,11 +411,8 @@ struct MagnetometerCalibrationTests {
                     f.add(magnetometer: MagnetometerData(timestamp: t, magneticField: distorted(q.inverseRotate(earth), &rng).magneticField))
                 }
                 f.add(accelerometer: AccelerometerData(timestamp: t, acceleration: g.acceleration)) { _ in }
-                let h = 1e-5
-                let a = attitude(t - h), b = attitude(t + h)
-                let dq = Quaternion(x: (b.x - a.x) / (2 * h), y: (b.y - a.y) / (2 * h), z: (b.z - a.z) / (2 * h), w: (b.w - a.w) / (2 * h))
-                let w = q.conjugate.multiplied(by: dq)
-                f.add(gyro: GyroData(timestamp: t, rotationRate: RotationRate(x: 2 * w.x, y: 2 * w.y, z: 2 * w.z))) { last = $0 }
+                let w = bodyRate(attitude, at: t)
+                f.add(gyro: GyroData(timestamp: t, rotationRate: RotationRate(x: w.x, y: w.y, z: w.z))) { last = $0 }
             }
         }
         feed(&fusion, from: 0, to: 12000)
