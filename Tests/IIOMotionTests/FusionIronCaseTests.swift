@@ -71,11 +71,14 @@ struct FusionIronCaseTests {
         try check(seed: seed)
     }
 
-    // Known misses: seed 2 gives 3.09° and seed 3 2.71° after medium. The steel object's approach
-    // (1–1.6 µT, inside the 3–6 % tolerance) is learned and leaves the offset 4–6 µT off while
-    // its standard error says 0.3 µT; without the steel, seed 3 gives 1.13° and seed 2 2.11°
-    // (medium claimed with the offset 3 µT off). See BENCHMARKS, "The magnetometer calibrated".
-    @Test("The same on the seeds the calibration still misses", .disabled("the steel is learned: 3.09° and 2.71° after medium"),
+    // Known misses: seed 2 gives 3.09° and seed 3 2.71° after medium. On both, the gyroscope's
+    // bias about the vertical is 0.5–0.7 °/s wrong when medium comes, so the heading trails its
+    // own calibration's by 2–3° for about 20 s; then the steel object's approach (1–1.6 µT,
+    // inside the 3–6 % tolerance) is learned and leaves the offset 4–6 µT off while its standard
+    // error says 0.3 µT. Without the steel, seed 3 gives 1.13° and seed 2 2.11°. See BENCHMARKS,
+    // "The magnetometer calibrated".
+    @Test("The same on the seeds the calibration still misses",
+          .disabled("known misses, 3.09° and 2.71°: the bias about the vertical learned wrong before medium, the steel learned after it"),
           arguments: [2, 3] as [UInt64])
     func ironCaseMisses(seed: UInt64) throws {
         try check(seed: seed)
