@@ -1005,7 +1005,6 @@ struct AttitudeFilter: Sendable {
         return true
     }
 
-    /// The field's strength and dip (radians, positive pointing down) from its reference-frame vector.
     /// Moves the heading (north frame) or the heading's reference (other frames), and the
     /// field's reference strength and dip, by what a change of the calibration does to the
     /// field now: `old` and `new` are the sample calibrated before and after the change (device
@@ -1035,6 +1034,7 @@ struct AttitudeFilter: Sendable {
         }
     }
 
+    /// The field's strength and dip (radians, positive pointing down) from its reference-frame vector.
     private static func strengthAndDip(_ world: Vector3) -> (strength: Double, dip: Double) {
         (world.length, atan2(-world.z, (world.x * world.x + world.y * world.y).squareRoot()))
     }
