@@ -72,6 +72,10 @@ internal import Glibc
 ///   response to the drift about the vertical, `(Rᵀẑ)·(b − b̂)`, modelled as the tilt's is (the
 ///   first-order loop run on R's third row; ``Configuration/headingBiasNoise``). The bias about
 ///   the vertical, which the tilt never shows while the up-axis stays put, is learned that way.
+///   The model keeps running while no window is measured (the field rejected or not calibrated
+///   yet), so the heading error a bias error left then is not taken for a bias when the loop
+///   works it off; the windows' innovations are limited (``Configuration/headingBiasClip``)
+///   rather than gated.
 ///
 /// The magnetometer enters as a rotation about the vertical only (the angle between the
 /// horizontal part of the measured field, in the reference frame, and its reference direction),
@@ -150,6 +154,12 @@ struct AttitudeFilter: Sendable {
         /// The noise (rad/s) of a window's measurement of the bias from the magnetometer's yaw
         /// corrections (`biasWindow` seconds of them, as the tilt's).
         var headingBiasNoise = 0.2 * Double.pi / 180
+        /// Those windows' innovations are limited to this many standard deviations instead of
+        /// gated (Huber's estimator): their errors come from the magnetometer's calibration as
+        /// much as from noise (a rough calibration's heading error changes as the device turns),
+        /// and with a gate, a bias the first windows got wrong while the calibration was rough
+        /// would make every later window an outlier.
+        var headingBiasClip = 1.0
         /// …and the magnetometer's gain then…
         var startupGain = 10.0
         /// …falling linearly to its working value over this many seconds.
@@ -535,10 +545,12 @@ struct AttitudeFilter: Sendable {
                     if configuration.learnsBias, ramp == 0, trusted {
                         measureHeadingBias(correction: dt * kM * yawError, gain: kM, vertical: vertical, dt: dt)
                     } else {
-                        resetHeadingWindow()
+                        followHeadingResponse(gain: kM, vertical: vertical, dt: dt)
                     }
                 } else {
-                    resetHeadingWindow()
+                    // No field to correct the heading: a bias error's heading error grows.
+                    let r = RotationMatrix(quaternion)
+                    followHeadingResponse(gain: 0, vertical: Vector3(r.m31, r.m32, r.m33), dt: dt)
                 }
             }
             let angle = delta.length
@@ -602,13 +614,26 @@ struct AttitudeFilter: Sendable {
         guard headingWindowTime >= configuration.biasWindow else { return }
         let T = headingWindowTime
         let noise = configuration.headingBiasNoise
-        measureBias(rows: [(1 / T) * headingResponseSum], values: [headingCorrectionSum / T], variance: noise * noise)
+        measureBias(rows: [(1 / T) * headingResponseSum], values: [headingCorrectionSum / T], variance: noise * noise,
+                    clip: configuration.headingBiasClip)
         headingResponseSum = .zero
         headingCorrectionSum = 0
         headingWindowTime = 0
     }
 
-    /// Starts the heading's motion window again (the field was not used: rejected, too old).
+    /// Follows the heading error a unit bias error leaves while no window is measured (the field
+    /// rejected, too old, or not calibrated yet; `gain` the loop's gain then, 0 without a field),
+    /// and starts the window again: the error the loop then works off is part of the next
+    /// window's model, not taken for a bias.
+    private mutating func followHeadingResponse(gain: Double, vertical: Vector3, dt: Double) {
+        headingResponse += dt * vertical
+        headingResponse += (-gain * dt) * headingResponse
+        headingResponseSum = .zero
+        headingCorrectionSum = 0
+        headingWindowTime = 0
+    }
+
+    /// Starts the heading's motion window again, its model from zero (a restart).
     private mutating func resetHeadingWindow() {
         headingResponse = .zero
         headingResponseSum = .zero
@@ -790,15 +815,22 @@ struct AttitudeFilter: Sendable {
     /// A Kalman update of the bias with measurements `values[i] = rows[i]·(b − b̂)` (the bias
     /// error's projections, b̂ the estimate before the call), each of variance `variance`, applied
     /// one at a time (each innovation less what the earlier ones changed along its row); with
-    /// `removing`, the change's response is then taken out (``removeBiasResponse(_:)``).
-    private mutating func measureBias(rows: [Vector3], values: [Double], variance: Double, removing: Bool = true) {
+    /// `removing`, the change's response is then taken out (``removeBiasResponse(_:)``). An
+    /// innovation beyond ``Configuration/biasGate`` standard deviations is not used; with `clip`,
+    /// every innovation is instead limited to `clip` standard deviations (Huber's estimator).
+    private mutating func measureBias(rows: [Vector3], values: [Double], variance: Double, removing: Bool = true, clip: Double? = nil) {
         let before = gyroBias
         defer { if removing { removeBiasResponse(gyroBias - before) } }
         for (h, value) in zip(rows, values) {
-            let y = value - h.dot(gyroBias - before)
+            var y = value - h.dot(gyroBias - before)
             let ph = biasCovariance * h
             let s = h.dot(ph) + variance
-            guard s > 0, s.isFinite, y * y <= configuration.biasGate * configuration.biasGate * s else { continue }
+            guard s > 0, s.isFinite else { continue }
+            if let clip {
+                y = min(max(y, -clip * s.squareRoot()), clip * s.squareRoot())
+            } else if y * y > configuration.biasGate * configuration.biasGate * s {
+                continue
+            }
             let k = (1 / s) * ph
             gyroBias += y * k
             biasCovariance = biasCovariance - Matrix3.outer(k, ph)

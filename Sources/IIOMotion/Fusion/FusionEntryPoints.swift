@@ -61,6 +61,7 @@ package enum FusionEntryPoints {
             case "hres": c.headingResidual = v * .pi / 180
             case "taum": c.maximumMagnetometerTimeConstant = v
             case "hn": c.headingBiasNoise = v * .pi / 180
+            case "hclip": c.headingBiasClip = v
             case "magcal": c.calibratesMagnetometer = v != 0
             case "rcap": c.restTurnDeviation = v * .pi / 180
             case "turn": c.turnNoise = v
