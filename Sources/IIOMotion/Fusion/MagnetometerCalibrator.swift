@@ -43,11 +43,15 @@ internal import Glibc
 /// the fit's residual (the RMS relative difference of the calibrated strengths from `F`) and,
 /// with gravity, with the offset's standard error:
 /// ``MagneticFieldCalibrationAccuracy/uncalibrated`` before a fit (with gravity: until 10 bins
-/// are covered and the offset is known to 2 µT); then `low`; `medium` from 12 bins with the
-/// soft-iron matrix determined (45 bins without gravity), an offset known to 1 µT and a
-/// residual under 4 %; `high` from 16 bins with the full soft-iron matrix (or 90 bins), an
-/// offset known to 0.5 µT and a residual under 2 % (a level reached stays while the offset's
-/// error is within twice its bound and the residual within it). A fit found implausible drops
+/// are covered and the offset's standard error is under 2 µT); then `low`; `medium` from 12
+/// bins with the soft-iron matrix determined (45 bins without gravity), the offset's standard
+/// error under 1 µT and a residual under 4 %; `high` from 16 bins with the full soft-iron
+/// matrix (or 90 bins), the standard error under 0.5 µT and a residual under 2 % (a level
+/// reached stays while the error is within twice its bound and the residual within it). The
+/// standard error is the fit's, from its residuals taken as independent: it understates the
+/// offset's real error several times over (samples of one direction are not independent, and
+/// the model does not hold exactly), so the levels rank fits, and do not bound the offset. A
+/// fit found implausible drops
 /// the stored samples the calibration in use puts far off. Once fitted, a sample
 /// whose calibrated strength (or vertical part) is more than ``disturbanceTolerance`` of `F`
 /// from the fit's (from `medium` on, ``residualTolerance`` times the fit's residual, within
@@ -569,7 +573,7 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         }
         guard var fixed = gaussNewton(from: start, freeSoftIron: false) else { return nil }
         fixed.fit.offsetError = fixed.offsetError
-        // The matrix also needs the offset known to 1 µT with it.
+        // The matrix also needs the offset's standard error under 1 µT with it.
         // W free, drawn towards identity as if known beforehand to ±``softIronPrior``: what the
         // samples do not determine stays a sphere's.
         guard let free = gaussNewton(from: fixed.fit, freeSoftIron: true, prior: fixed.variance / (softIronPrior * softIronPrior)),
