@@ -21,12 +21,9 @@ private func ironCase(seed: UInt64, seconds: Double = 120) throws -> (medium: Do
     imperfections.magnHardIron = Vec3(0.15, -0.25, 0.40)
     imperfections.magnSoftIron = Mat3(Vec3(1.1, 0.03, 0), Vec3(0.03, 0.9, 0), Vec3(0, 0, 1))
     let rate = 238.0, magnetometerRate = 80.0
-    let accelSigma = imperfections.accelSigma(rate: rate), gyroSigma = imperfections.gyroSigma(rate: rate)
     // LSBs: ±2 g (0.061 mg), the gyroscope's scale as the fusion-accuracy case sets it, ±4 gauss.
-    let accelLSB = 0.061e-3 * 9.80665, gyroLSB = 0.001222, magnetometerLSB = 0.00014
-    func quantized(_ v: Vec3, _ lsb: Double) -> Vec3 { Vec3((v.x / lsb).rounded(), (v.y / lsb).rounded(), (v.z / lsb).rounded()) * lsb }
-    var rng = SplitMix64(seed: seed)
-    func noise(_ sigma: Double) -> Vec3 { Vec3(rng.normal(), rng.normal(), rng.normal()) * sigma }
+    var imu = RenderedIMU(script: script, imperfections: imperfections, rate: rate,
+                          accelLSB: 0.061e-3 * 9.80665, gyroLSB: 0.001222, magnetometerLSB: 0.00014, seed: seed)
 
     var fusion = DeviceMotionFusion(referenceFrame: .xMagneticNorthZVertical)
     var medium: Double?
@@ -36,17 +33,13 @@ private func ironCase(seed: UInt64, seconds: Double = 120) throws -> (medium: Do
         let t = Double(k) / rate
         while Double(nextMagnetometer) / magnetometerRate <= t {
             let tm = Double(nextMagnetometer) / magnetometerRate
-            let field = quantized(imperfections.distortedField(script.state(at: tm).magneticField) + noise(imperfections.magnNoise), magnetometerLSB) * 100
-            fusion.add(magnetometer: MagnetometerData(timestamp: tm, magneticField: MagneticField(x: field.x, y: field.y, z: field.z)))
+            fusion.add(magnetometer: MagnetometerData(timestamp: tm, magneticField: imu.magneticField(at: tm)))
             nextMagnetometer += 1
         }
         let state = script.state(at: t)
-        // The kernel's proper acceleration (face up +z) is Core Motion's −g.
-        let a = quantized(state.acceleration + noise(accelSigma), accelLSB) / -9.80665
-        let w = quantized(state.angularVelocity + imperfections.gyroBias + noise(gyroSigma), gyroLSB)
-        fusion.add(accelerometer: AccelerometerData(timestamp: t, acceleration: Acceleration(x: a.x, y: a.y, z: a.z))) { _ in }
+        fusion.add(accelerometer: AccelerometerData(timestamp: t, acceleration: imu.acceleration(at: t))) { _ in }
         var estimate: DeviceMotion?
-        fusion.add(gyro: GyroData(timestamp: t, rotationRate: RotationRate(x: w.x, y: w.y, z: w.z))) { estimate = $0 }
+        fusion.add(gyro: GyroData(timestamp: t, rotationRate: imu.rotationRate(at: t))) { estimate = $0 }
         guard let m = estimate else { continue }
         if medium == nil, m.magneticField.accuracy.rawValue >= MagneticFieldCalibrationAccuracy.medium.rawValue { medium = t }
         guard medium != nil else { continue }
