@@ -528,12 +528,12 @@ struct AttitudeFilter: Sendable {
             }
             let gyroDelta = delta
             if usesMagnetometer {
+                // The device-frame vertical: R's third row, which the heading loop's model also runs on.
+                let r = RotationMatrix(quaternion)
+                let vertical = Vector3(r.m31, r.m32, r.m33)
                 if let yawError = magneticYawError(at: timestamp, dt: dt) {
                     let ramp = configuration.startupDuration > 0 ? max(0, 1 - headingRampProgress / configuration.startupDuration) : 0
                     headingRampProgress += dt
-                    // The device-frame vertical: R's third row, which the heading loop's model also runs on.
-                    let r = RotationMatrix(quaternion)
-                    let vertical = Vector3(r.m31, r.m32, r.m33)
                     let working = magnetometerWorkingGain(vertical: vertical)
                     let kM = working + (max(configuration.startupGain, working) - working) * ramp
                     // A rotation about the reference vertical, expressed in the device frame.
@@ -546,11 +546,12 @@ struct AttitudeFilter: Sendable {
                         measureHeadingBias(correction: dt * kM * yawError, gain: kM, vertical: vertical, dt: dt)
                     } else {
                         followHeadingResponse(gain: kM, vertical: vertical, dt: dt)
+                        restartHeadingWindow()
                     }
                 } else {
                     // No field to correct the heading: a bias error's heading error grows.
-                    let r = RotationMatrix(quaternion)
-                    followHeadingResponse(gain: 0, vertical: Vector3(r.m31, r.m32, r.m33), dt: dt)
+                    followHeadingResponse(gain: 0, vertical: vertical, dt: dt)
+                    restartHeadingWindow()
                 }
             }
             let angle = delta.length
@@ -605,10 +606,7 @@ struct AttitudeFilter: Sendable {
     /// for a unit error on axis j that loop run on R's third row (a first-order loop of gain
     /// `gain`), as the tilt's corrections are for the bias across it. `vertical`: R's third row.
     private mutating func measureHeadingBias(correction: Double, gain: Double, vertical: Vector3, dt: Double) {
-        headingResponse += dt * vertical
-        let modelled = (-gain * dt) * headingResponse
-        headingResponse += modelled
-        headingResponseSum += modelled
+        headingResponseSum += followHeadingResponse(gain: gain, vertical: vertical, dt: dt)
         headingCorrectionSum += correction
         headingWindowTime += dt
         guard headingWindowTime >= configuration.biasWindow else { return }
@@ -616,18 +614,23 @@ struct AttitudeFilter: Sendable {
         let noise = configuration.headingBiasNoise
         measureBias(rows: [(1 / T) * headingResponseSum], values: [headingCorrectionSum / T], variance: noise * noise,
                     clip: configuration.headingBiasClip)
-        headingResponseSum = .zero
-        headingCorrectionSum = 0
-        headingWindowTime = 0
+        restartHeadingWindow()
     }
 
-    /// Follows the heading error a unit bias error leaves while no window is measured (the field
-    /// rejected, too old, or not calibrated yet; `gain` the loop's gain then, 0 without a field),
-    /// and starts the window again: the error the loop then works off is part of the next
-    /// window's model, not taken for a bias.
-    private mutating func followHeadingResponse(gain: Double, vertical: Vector3, dt: Double) {
+    /// Advances the heading error a unit bias error leaves by one step (`gain` the loop's gain,
+    /// 0 without a field) and returns the loop's modelled correction of it. It runs on while no
+    /// window is measured (the field rejected, too old, or not calibrated yet), so that the error
+    /// the loop works off afterwards is part of the next window's model, not taken for a bias.
+    @discardableResult
+    private mutating func followHeadingResponse(gain: Double, vertical: Vector3, dt: Double) -> Vector3 {
         headingResponse += dt * vertical
-        headingResponse += (-gain * dt) * headingResponse
+        let modelled = (-gain * dt) * headingResponse
+        headingResponse += modelled
+        return modelled
+    }
+
+    /// Starts the heading's motion window again (its sums), the model running on.
+    private mutating func restartHeadingWindow() {
         headingResponseSum = .zero
         headingCorrectionSum = 0
         headingWindowTime = 0
@@ -636,9 +639,7 @@ struct AttitudeFilter: Sendable {
     /// Starts the heading's motion window again, its model from zero (a restart).
     private mutating func resetHeadingWindow() {
         headingResponse = .zero
-        headingResponseSum = .zero
-        headingCorrectionSum = 0
-        headingWindowTime = 0
+        restartHeadingWindow()
     }
 
     /// Restarts the low-pass filters on `gravity` (reference frame) and the start-up ramp.
