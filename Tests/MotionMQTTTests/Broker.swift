@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// A real mosquitto broker on a loopback port of its own, with a config and a persistence folder
@@ -74,7 +75,7 @@ final class Broker: @unchecked Sendable { // used by one test at a time; `proces
 
     var log: String { (try? String(contentsOf: directory.appendingPathComponent("mosquitto.log"), encoding: .utf8)) ?? "" }
 
-    enum BrokerError: Error { case didNotStart(String), cannotSpawn(Int32) }
+    enum BrokerError: Error { case didNotStart(String), cannotSpawn(Int32), noFreePort(Range<Int>) }
 
     /// Starts `argv` with default signal handling and an empty signal mask (a test process's
     /// threads may block or ignore signals, and exec would pass that on), output to /dev/null.
@@ -119,16 +120,36 @@ final class Broker: @unchecked Sendable { // used by one test at a time; `proces
         return withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 } }
     }
 
+    /// Ports this process has handed out: two brokers of concurrent tests never share one.
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    /// A port nothing listens on, below the kernel's ephemeral range
+    /// (`/proc/sys/net/ipv4/ip_local_port_range`). A port from that range can be taken by any
+    /// outgoing connection's local end while the broker is down (or before it starts), and
+    /// mosquitto's bind then fails with "Address already in use"; ports below it are only ever
+    /// taken by an explicit bind.
     static func freePort() throws -> Int {
+        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+            .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
+        let ephemeralLow = range.first ?? 32768
+        let pool = 10_000..<max(10_001, min(ephemeralLow, 65_536))
+        for _ in 0..<200 {
+            let port = Int.random(in: pool)
+            guard canBind(port) else { continue }
+            let fresh = handedOut.withLock { $0.insert(port).inserted }
+            if fresh { return port }
+        }
+        throw BrokerError.noFreePort(pool)
+    }
+
+    /// Whether a listening socket could bind `port` on every address now.
+    static func canBind(_ port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = 0
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return Int(UInt16(bigEndian: addr.sin_port))
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = INADDR_ANY
+        return withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 } }
     }
 }
