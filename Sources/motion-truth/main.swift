@@ -33,6 +33,41 @@ func fail(_ message: String) -> Never {
 
 let commandLine = Array(CommandLine.arguments)
 
+// `motion-truth --render MOTION SEED OUT [SECONDS]`: iio-sim's MOTION (`hand-held`, `shaking`, …)
+// drawn from SEED, as a BMI160 at 200 Hz reads it, rendered in process with no simulator or clock:
+// the datasheet's noise densities (accelerometer 180 µg/√Hz, gyroscope 0.007 °/s/√Hz, drawn from a
+// generator seeded by SEED), a gyroscope bias of (0.30, −0.20, 0.25) °/s and the fixture's LSBs.
+// OUT is a record as `--record` writes one, without estimates (`--offline` adds them): the samples
+// and the true attitude at each. Many seeds' records take seconds, where recording takes real time.
+if commandLine.count >= 5, commandLine[1] == "--render" {
+    guard let seed = UInt64(commandLine[3]), let script = try? MotionScript(parsing: "\(commandLine[2]):seed=\(seed)") else {
+        fail("motion-truth --render MOTION SEED OUT [SECONDS]: not a motion and seed: \(commandLine[2]) \(commandLine[3])")
+    }
+    let seconds = commandLine.count > 5 ? Double(commandLine[5]) ?? 60 : 60
+    let rate = 200.0, accelLSB = 0.000598, gyroLSB = 0.001065
+    let imperfections = Imperfections(gyroBias: Vec3(0.0052, -0.0035, 0.0044), accelNoiseDensity: 180 * 9.80665e-6,
+                                      gyroNoiseDensity: 0.007 * .pi / 180)
+    var noise = NoiseSource(seed: seed)
+    func read(_ v: Vec3, sigma: Double, lsb: Double) -> Vec3 {
+        let n = Vec3(v.x + sigma * noise.gaussian(), v.y + sigma * noise.gaussian(), v.z + sigma * noise.gaussian())
+        return Vec3((n.x / lsb).rounded(), (n.y / lsb).rounded(), (n.z / lsb).rounded()) * lsb
+    }
+    func row(_ t: Double, _ sensor: String, _ device: String, _ v: Vec3) -> String {
+        String(format: "%.9f,%@,%@,", t, sensor, device) + "\(v.x),\(v.y),\(v.z)\n"
+    }
+    var out = "timestamp,sensor,device,x,y,z\n", truth = ""
+    for k in 0..<Int(seconds * rate) {
+        let t = Double(k) / rate
+        let state = script.state(at: t)
+        // Core Motion's sign: the kernel's proper acceleration, face up +z, is Core Motion's −g.
+        out += row(t, "accelerometer", "render", read(state.acceleration, sigma: imperfections.accelSigma(rate: rate), lsb: accelLSB) * (-1 / 9.80665))
+        out += row(t, "gyroscope", "render", read(state.angularVelocity + imperfections.gyroBias, sigma: imperfections.gyroSigma(rate: rate), lsb: gyroLSB))
+        truth += row(t, "attitude", "truth", Recording.rotationVector(state.attitude))
+    }
+    guard FileManager.default.createFile(atPath: commandLine[4], contents: Data((out + truth).utf8)) else { fail("cannot write \(commandLine[4])") }
+    exit(0)
+}
+
 // `motion-truth --offline RECORD OUT [arbitrary|corrected|north]`: the filter re-run on a record's
 // samples (no simulator); OUT is RECORD with this build's estimates. `motion-truth --cost RECORD
 // [REPEATS]`: nanoseconds per filter update on the record's samples, 6-axis and (when the record

@@ -90,6 +90,54 @@ struct DeviceMotionTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["magnetometer-lsm9ds1_magn.txt"])
     }
 
+    @Test("motion-truth --render: a life motion rendered in process, the same bytes for the same seed, and the filter re-run on it follows the truth")
+    func renderedRecord() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let truth = SimHarness.product("motion-truth")
+        for name in ["a", "b"] {
+            let r = try SimHarness.run(truth, ["--render", "hand-held", "7", "\(dir)/\(name).csv", "10"], timeout: 60)
+            try #require(r.status == 0, "\(r)")
+        }
+        let a = try Data(contentsOf: URL(fileURLWithPath: dir + "/a.csv"))
+        #expect(a == (try Data(contentsOf: URL(fileURLWithPath: dir + "/b.csv"))), "the same seed renders the same record")
+        let other = try SimHarness.run(truth, ["--render", "hand-held", "8", "\(dir)/c.csv", "10"], timeout: 60)
+        try #require(other.status == 0, "\(other)")
+        #expect(a != (try Data(contentsOf: URL(fileURLWithPath: dir + "/c.csv"))), "another seed, another motion")
+        let rows = String(decoding: a, as: UTF8.self).split(separator: "\n").map { $0.split(separator: ",") }
+        #expect(rows.first?.joined(separator: ",") == "timestamp,sensor,device,x,y,z")
+        for sensor in ["accelerometer", "gyroscope", "attitude"] {
+            #expect(rows.filter { $0.count == 6 && $0[1] == Substring(sensor) }.count == 2000, "\(sensor): 10 s at 200 Hz")
+        }
+        // The filter re-run on the record: its gravity against the truth's, tilt RMS after 2 s.
+        let fused = try SimHarness.run(truth, ["--offline", dir + "/a.csv", dir + "/a.offline.csv"], timeout: 60)
+        try #require(fused.status == 0, "\(fused)")
+        var truthAt: [Substring: Vec3] = [:], estimates: [(Double, Vec3)] = []
+        for line in try String(contentsOfFile: dir + "/a.offline.csv", encoding: .utf8).split(separator: "\n") {
+            let f = line.split(separator: ",")
+            guard f.count == 6, f[1] == "attitude", let t = Double(f[0]), let x = Double(f[3]), let y = Double(f[4]), let z = Double(f[5]) else { continue }
+            if f[2] == "truth" { truthAt[f[0]] = Vec3(x, y, z) } else if f[2] == "IIOMotion" { estimates.append((t, Vec3(x, y, z))) }
+        }
+        #expect(estimates.count > 1900, "an estimate per gyroscope sample: \(estimates.count)")
+        var sum = 0.0, count = 0.0
+        for (t, v) in estimates where t >= 2 {
+            guard let w = truthAt[Substring(String(format: "%.9f", t))] else { continue }
+            // Each rotation takes the device's vertical to z; compare the device-frame verticals.
+            let up = Recording.rotation(vector: v).transposed * Vec3(0, 0, 1), trueUp = Recording.rotation(vector: w).transposed * Vec3(0, 0, 1)
+            let angle = acos(min(1, max(-1, (up * trueUp).sum()))) * 180 / .pi
+            sum += angle * angle
+            count += 1
+        }
+        #expect(count > 1500)
+        let tilt = (sum / max(count, 1)).squareRoot()
+        print("rendered hand-held seed 7, 10 s: tilt RMS \(tilt)°")
+        #expect(tilt < 1.5, "the rendered samples and their truth agree: tilt RMS \(tilt)°")
+        // A motion the simulator does not know: a clear error naming it, and no file.
+        let bad = try SimHarness.run(truth, ["--render", "juggling", "1", dir + "/d.csv"], timeout: 60)
+        #expect(bad.status != 0 && bad.stderr.contains("juggling"), "\(bad)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/d.csv"))
+    }
+
     @Test("North-referenced frames need a magnetometer: a clear error on a BMI160")
     func northNeedsMagnetometer() throws {
         let (_, r) = try scenario("bmi160", ["device-motion", "1", "north"])
