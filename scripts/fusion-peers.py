@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Open attitude filters on the samples IIOMotion's device motion fused (scripts/fusion-accuracy --peers).
 
-    fusion-peers.py RECORD.csv [RECORD.csv ...]      (run in the peers' virtual environment)
+    fusion-peers.py [--ours-only] RECORD.csv [RECORD.csv ...]   (run in the peers' virtual environment)
 
 Each RECORD is what `motion-truth --record` writes: every accelerometer, gyroscope and magnetometer
 sample the manager delivered (Core Motion's units: g with Core Motion's sign, rad/s, µT), the true
