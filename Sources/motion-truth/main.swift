@@ -33,20 +33,28 @@ func fail(_ message: String) -> Never {
 
 let commandLine = Array(CommandLine.arguments)
 
-// `motion-truth --render MOTION SEED OUT [SECONDS]`: iio-sim's MOTION (`hand-held`, `shaking`, …)
-// drawn from SEED, as a BMI160 at 200 Hz reads it, rendered in process with no simulator or clock:
-// the datasheet's noise densities (accelerometer 180 µg/√Hz, gyroscope 0.007 °/s/√Hz, drawn from a
-// generator seeded by SEED), a gyroscope bias of (0.30, −0.20, 0.25) °/s and the fixture's LSBs.
-// OUT is a record as `--record` writes one, without estimates (`--offline` adds them): the samples
-// and the true attitude at each. Many seeds' records take seconds, where recording takes real time.
+// `motion-truth --render MOTION SEED OUT [SECONDS] [bmi160|sense-hat]`: iio-sim's MOTION
+// (`hand-held`, `shaking`, …) drawn from SEED, rendered in process as an IMU reads it, with no
+// simulator or clock: a BMI160 at 200 Hz (6-axis), or a Sense HAT (LSM9DS1: accelerometer and
+// gyroscope at 238 Hz, the gyroscope at ±2000 °/s, magnetometer at 80 Hz with 0.4 µT of noise).
+// Both with a BMI160's datasheet noise densities (accelerometer 180 µg/√Hz, gyroscope
+// 0.007 °/s/√Hz, drawn from a generator seeded by SEED), a gyroscope bias of (0.30, −0.20, 0.25)
+// °/s and the sensors' LSBs. OUT is a record as `--record` writes one, without estimates
+// (`--offline` adds them): the samples and the true attitude at each gyroscope sample. Many seeds'
+// records take seconds, where recording takes real time.
 if commandLine.count >= 5, commandLine[1] == "--render" {
     guard let seed = UInt64(commandLine[3]), let script = try? MotionScript(parsing: "\(commandLine[2]):seed=\(seed)") else {
-        fail("motion-truth --render MOTION SEED OUT [SECONDS]: not a motion and seed: \(commandLine[2]) \(commandLine[3])")
+        fail("motion-truth --render MOTION SEED OUT [SECONDS] [bmi160|sense-hat]: not a motion and seed: \(commandLine[2]) \(commandLine[3])")
     }
     let seconds = commandLine.count > 5 ? Double(commandLine[5]) ?? 60 : 60
-    let rate = 200.0, accelLSB = 0.000598, gyroLSB = 0.001065
+    let imu = commandLine.count > 6 ? commandLine[6] : "bmi160"
+    guard imu == "bmi160" || imu == "sense-hat" else { fail("motion-truth --render: no such IMU: \(imu) (bmi160 or sense-hat)") }
+    let nine = imu == "sense-hat"
+    // Rates (Hz) and LSBs (m/s², rad/s, gauss); the magnetometer's rate 0 for none.
+    let rate = nine ? 238.0 : 200.0, magnetometerRate = nine ? 80.0 : 0
+    let accelLSB = 0.000598, gyroLSB = nine ? 0.001222 : 0.001065, magnetometerLSB = 0.00014
     let imperfections = Imperfections(gyroBias: Vec3(0.0052, -0.0035, 0.0044), accelNoiseDensity: 180 * 9.80665e-6,
-                                      gyroNoiseDensity: 0.007 * .pi / 180)
+                                      gyroNoiseDensity: 0.007 * .pi / 180, magnNoise: nine ? 0.004 : 0)
     var noise = NoiseSource(seed: seed)
     func read(_ v: Vec3, sigma: Double, lsb: Double) -> Vec3 {
         let n = Vec3(v.x + sigma * noise.gaussian(), v.y + sigma * noise.gaussian(), v.z + sigma * noise.gaussian())
@@ -56,8 +64,15 @@ if commandLine.count >= 5, commandLine[1] == "--render" {
         String(format: "%.9f,%@,%@,", t, sensor, device) + "\(v.x),\(v.y),\(v.z)\n"
     }
     var out = "timestamp,sensor,device,x,y,z\n", truth = ""
+    var nextField = 0
     for k in 0..<Int(seconds * rate) {
         let t = Double(k) / rate
+        while magnetometerRate > 0, Double(nextField) / magnetometerRate <= t {
+            let tm = Double(nextField) / magnetometerRate
+            let field = read(imperfections.distortedField(script.state(at: tm).magneticField), sigma: imperfections.magnNoise, lsb: magnetometerLSB)
+            out += row(tm, "magnetometer", "render", field * 100)
+            nextField += 1
+        }
         let state = script.state(at: t)
         // Core Motion's sign: the kernel's proper acceleration, face up +z, is Core Motion's −g.
         out += row(t, "accelerometer", "render", read(state.acceleration, sigma: imperfections.accelSigma(rate: rate), lsb: accelLSB) * (-1 / 9.80665))

@@ -90,7 +90,7 @@ struct DeviceMotionTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["magnetometer-lsm9ds1_magn.txt"])
     }
 
-    @Test("motion-truth --render: a life motion rendered in process, the same bytes for the same seed, and the filter re-run on it follows the truth")
+    @Test("motion-truth --render: a life motion rendered in process (BMI160, Sense HAT), the same bytes for the same seed, and the filter re-run on it follows the truth")
     func renderedRecord() throws {
         let dir = try SimHarness.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -132,9 +132,20 @@ struct DeviceMotionTests {
         let tilt = (sum / max(count, 1)).squareRoot()
         print("rendered hand-held seed 7, 10 s: tilt RMS \(tilt)°")
         #expect(tilt < 1.5, "the rendered samples and their truth agree: tilt RMS \(tilt)°")
-        // A motion the simulator does not know: a clear error naming it, and no file.
+        // A Sense HAT: the magnetometer at 80 Hz beside accelerometer and gyroscope at 238 Hz, fused
+        // in the north frame.
+        let nine = try SimHarness.run(truth, ["--render", "walking", "3", dir + "/n.csv", "5", "sense-hat"], timeout: 60)
+        try #require(nine.status == 0, "\(nine)")
+        let nineRows = try String(contentsOfFile: dir + "/n.csv", encoding: .utf8).split(separator: "\n").map { $0.split(separator: ",") }
+        #expect(nineRows.filter { $0.count == 6 && $0[1] == "magnetometer" }.count == 400)
+        #expect(nineRows.filter { $0.count == 6 && $0[1] == "gyroscope" }.count == 1190)
+        let north = try SimHarness.run(truth, ["--offline", dir + "/n.csv", dir + "/n.offline.csv", "north"], timeout: 60)
+        #expect(north.status == 0, "\(north)")
+        // A motion the simulator does not know, or an IMU it cannot render: a clear error naming it, and no file.
         let bad = try SimHarness.run(truth, ["--render", "juggling", "1", dir + "/d.csv"], timeout: 60)
         #expect(bad.status != 0 && bad.stderr.contains("juggling"), "\(bad)")
+        let badIMU = try SimHarness.run(truth, ["--render", "walking", "1", dir + "/d.csv", "5", "mpu9250"], timeout: 60)
+        #expect(badIMU.status != 0 && badIMU.stderr.contains("mpu9250"), "\(badIMU)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/d.csv"))
     }
 
