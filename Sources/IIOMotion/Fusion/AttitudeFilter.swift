@@ -110,8 +110,11 @@ internal import Glibc
 /// - The magnetometer is ignored while its strength or dip differs from the reference (learned
 ///   at start, then slowly tracked) by more than ``Configuration/magneticFieldTolerance`` or
 ///   ``Configuration/magneticDipTolerance``; a difference lasting
-///   ``Configuration/magneticRelearnTime`` becomes the new reference. While the tilt settles
-///   (the start-up ramp), the reference is the field as seen at each sample.
+///   ``Configuration/magneticRelearnTime`` becomes the new reference, and one in dip alone
+///   (the strength within tolerance: the reference's own tilt error, which a disturbance's
+///   change of strength does not come with) lasting ``Configuration/magneticDipRelearnTime``.
+///   While the tilt settles (the start-up ramp), the reference is the field as seen at each
+///   sample.
 /// - `dt` comes from timestamps: a sample not later than the previous one is dropped; a gap
 ///   longer than ``Configuration/maximumGap`` is not integrated (the motion in it is unknown),
 ///   and the start-up ramp runs again to re-level quickly.
@@ -284,6 +287,10 @@ struct AttitudeFilter: Sendable {
         var magneticDipTolerance = 10 * Double.pi / 180
         /// Seconds a changed field must last before it becomes the reference.
         var magneticRelearnTime = 10.0
+        /// Seconds a changed dip alone (the strength within ``magneticFieldTolerance``) must last
+        /// before it becomes the reference: a tilt error when the reference was taken turns the
+        /// field's dip but not its strength, while a disturbance changes the strength too.
+        var magneticDipRelearnTime = 2.0
         /// Seconds after which a magnetometer sample is too old to use.
         var magnetometerMaximumAge = 0.5
         /// The device's own field (hard-iron offset, µT, device frame) to subtract from every
@@ -409,6 +416,8 @@ struct AttitudeFilter: Sendable {
     /// The horizontal direction in the reference frame the field's horizontal part is held to.
     private var headingReference = Vector3(1, 0, 0)
     private var rejectedSince: Double? = nil
+    /// Since when every magnetometer sample has differed from the reference in dip alone.
+    private var dipOnlySince: Double? = nil
     /// The magnetometer's calibration, learned online (or set from a saved one).
     var magnetometerCalibration = MagnetometerCalibrator()
     /// The calibration the field is corrected with (nil before the first).
@@ -465,6 +474,7 @@ struct AttitudeFilter: Sendable {
                     appliedCalibration = (cal.offset, cal.softIron)
                     magneticReference = nil
                     rejectedSince = nil
+                    dipOnlySince = nil
                     headingRampProgress = 0
                 }
                 m = calibrated
@@ -1105,10 +1115,15 @@ struct AttitudeFilter: Sendable {
             isMagneticFieldAccepted = false
             let since = rejectedSince ?? timestamp
             rejectedSince = since
-            if timestamp - since >= configuration.magneticRelearnTime {
-                // The "disturbance" has lasted: it is the field here now.
+            let dipSince = strengthOff ? nil : dipOnlySince ?? timestamp
+            dipOnlySince = dipSince
+            if timestamp - since >= configuration.magneticRelearnTime
+                || dipSince.map({ timestamp - $0 >= configuration.magneticDipRelearnTime }) == true {
+                // The "disturbance" has lasted (or was the reference's own tilt): it is the field
+                // here now.
                 magneticReference = now
                 rejectedSince = nil
+                dipOnlySince = nil
                 if !referenceFrame.isNorthReferenced {
                     let h = Vector3(world.x, world.y, 0)
                     if h.length > 0 { headingReference = (1 / h.length) * h }
@@ -1117,6 +1132,7 @@ struct AttitudeFilter: Sendable {
             return nil
         }
         rejectedSince = nil
+        dipOnlySince = nil
         isMagneticFieldAccepted = true
         // Track slow changes (temperature, moving between rooms) over about 30 s.
         let alpha = min(1, max(0, dt) / 30)
