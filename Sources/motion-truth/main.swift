@@ -26,6 +26,11 @@ func emit(_ fields: [(String, String)]) {
     fflush(nil)
 }
 
+/// One row of a record, in `motion-monitor --csv`'s columns.
+func recordRow(_ t: Double, _ sensor: String, _ device: String, _ v: Vec3) -> String {
+    String(format: "%.9f,%@,%@,", t, sensor, device) + "\(v.x),\(v.y),\(v.z)\n"
+}
+
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data((message + "\n").utf8))
     exit(1)
@@ -60,9 +65,6 @@ if commandLine.count >= 5, commandLine[1] == "--render" {
         let n = Vec3(v.x + sigma * noise.gaussian(), v.y + sigma * noise.gaussian(), v.z + sigma * noise.gaussian())
         return Vec3((n.x / lsb).rounded(), (n.y / lsb).rounded(), (n.z / lsb).rounded()) * lsb
     }
-    func row(_ t: Double, _ sensor: String, _ device: String, _ v: Vec3) -> String {
-        String(format: "%.9f,%@,%@,", t, sensor, device) + "\(v.x),\(v.y),\(v.z)\n"
-    }
     var out = "timestamp,sensor,device,x,y,z\n", truth = ""
     var nextField = 0
     for k in 0..<Int(seconds * rate) {
@@ -70,14 +72,14 @@ if commandLine.count >= 5, commandLine[1] == "--render" {
         while magnetometerRate > 0, Double(nextField) / magnetometerRate <= t {
             let tm = Double(nextField) / magnetometerRate
             let field = read(imperfections.distortedField(script.state(at: tm).magneticField), sigma: imperfections.magnNoise, lsb: magnetometerLSB)
-            out += row(tm, "magnetometer", "render", field * 100)
+            out += recordRow(tm, "magnetometer", "render", field * 100)
             nextField += 1
         }
         let state = script.state(at: t)
         // Core Motion's sign: the kernel's proper acceleration, face up +z, is Core Motion's −g.
-        out += row(t, "accelerometer", "render", read(state.acceleration, sigma: imperfections.accelSigma(rate: rate), lsb: accelLSB) * (-1 / 9.80665))
-        out += row(t, "gyroscope", "render", read(state.angularVelocity + imperfections.gyroBias, sigma: imperfections.gyroSigma(rate: rate), lsb: gyroLSB))
-        truth += row(t, "attitude", "truth", Recording.rotationVector(state.attitude))
+        out += recordRow(t, "accelerometer", "render", read(state.acceleration, sigma: imperfections.accelSigma(rate: rate), lsb: accelLSB) * (-1 / 9.80665))
+        out += recordRow(t, "gyroscope", "render", read(state.angularVelocity + imperfections.gyroBias, sigma: imperfections.gyroSigma(rate: rate), lsb: gyroLSB))
+        truth += recordRow(t, "attitude", "truth", Recording.rotationVector(state.attitude))
     }
     guard FileManager.default.createFile(atPath: commandLine[4], contents: Data((out + truth).utf8)) else { fail("cannot write \(commandLine[4])") }
     exit(0)
@@ -251,18 +253,15 @@ if let recordPath {
         let m = RotationMatrix(q)
         return Recording.rotationVector(Mat3(Vec3(m.m11, m.m12, m.m13), Vec3(m.m21, m.m22, m.m23), Vec3(m.m31, m.m32, m.m33)))
     }
-    func row(_ t: Double, _ sensor: String, _ device: String, _ v: Vec3) -> String {
-        String(format: "%.9f,%@,%@,", t, sensor, device) + "\(v.x),\(v.y),\(v.z)\n"
-    }
     let names = ["accelerometer", "gyroscope", "magnetometer"]
     var out = "timestamp,sensor,device,x,y,z\n"
     for r in raws.withLock({ $0 }).sorted(by: { ($0.t, $0.sensor) < ($1.t, $1.sensor) }) {
-        out += row(r.t, names[r.sensor], "sim", Vec3(r.x, r.y, r.z))
+        out += recordRow(r.t, names[r.sensor], "sim", Vec3(r.x, r.y, r.z))
     }
     for m in motions {
         let truth = script.state(at: m.timestamp - Double(start) / 1e9)
-        out += row(m.timestamp, "attitude", "truth", Recording.rotationVector(truth.attitude))
-        out += row(m.timestamp, "attitude", "IIOMotion", vector(m.attitude.quaternion))
+        out += recordRow(m.timestamp, "attitude", "truth", Recording.rotationVector(truth.attitude))
+        out += recordRow(m.timestamp, "attitude", "IIOMotion", vector(m.attitude.quaternion))
     }
     guard FileManager.default.createFile(atPath: recordPath, contents: Data(out.utf8)) else { fail("cannot write \(recordPath)") }
 }
