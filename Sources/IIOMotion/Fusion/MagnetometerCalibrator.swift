@@ -385,9 +385,10 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         let determined = c.model == .ellipsoid
         // No distortion at all, when that explains the samples as well: a fit that is no better
         // than the raw field (by Akaike's criterion over the bins covered, the fit's offset and
-        // matrix counting as parameters) only adds its own errors to every sample.
+        // matrix counting as parameters) only adds its own errors to every sample. A matrix the
+        // fit moved from identity counts whether or not the samples determine it yet.
         if let identity = identityFit(gravity: gravity) {
-            let parameters = c.model == .ellipsoid ? 8.0 : 3.0
+            let parameters = c.softIron != .diagonal(1) ? 8.0 : 3.0
             let rawScatter = consistency(of: identity), fitScatter = consistency(of: c)
             if fitScatter > 0, Double(coverage) * log(rawScatter * rawScatter / (fitScatter * fitScatter)) < 2 * parameters {
                 c = Fit(offset: .zero, softIron: .diagonal(1), strength: identity.strength, vertical: identity.vertical,
