@@ -37,7 +37,8 @@ internal import Glibc
 ///   every axis of the bias shows. Their noise is a floor, a part that grows with the window's
 ///   linear acceleration up to ``Configuration/linearNoiseSaturation`` and then stays, and a
 ///   share of the tilt rate the gravity filter still holds (``Configuration/quietMotionNoise``,
-///   ``Configuration/biasMotionNoise``, ``Configuration/heldWeight``): beyond a tenth of a g,
+///   ``Configuration/biasMotionNoise``, ``Configuration/heldWeight``, without a magnetometer
+///   ``Configuration/heldWeightWithoutMagnetometer``): beyond a tenth of a g,
 ///   what accelerations do to a window shows in what the loop holds, not in their size (a
 ///   vigorous shake at 3 Hz averages out in the loop; a slow push does not). A turn about the
 ///   vertical adds to that noise (``Configuration/turnNoise``): moving along while turning (walking
@@ -219,12 +220,22 @@ struct AttitudeFilter: Sendable {
         var linearNoiseSaturation = 0.1
         /// …plus this times the largest tilt rate the gravity filter held in the window (its first
         /// stage's deviation from the vertical over τ): what a limited turn or a change of the
-        /// acceleration left there comes out as corrections later. `biasMotionNoise` and this
-        /// were fitted to the windows' errors against the true bias on simulated hand-held,
-        /// shaking, vibration and walking motions (one seed), where the RMS linear acceleration
+        /// acceleration left there comes out as corrections later. `biasMotionNoise` was fitted
+        /// to the windows' errors against the true bias on simulated hand-held, shaking,
+        /// vibration and walking motions (one seed), where the RMS linear acceleration
         /// (0.2–0.9 g) predicted nothing more; windows without accelerations (a tilt, 0.004 g)
-        /// erred by about 0.005 °/s. Between the two no motion was measured.
+        /// erred by about 0.005 °/s. Between the two no motion was measured. That fit gives
+        /// the weight 0.18, which is this one's, used with a magnetometer (whose heading windows
+        /// measure the bias about the vertical); see `heldWeightWithoutMagnetometer` for the
+        /// frame without.
         var heldWeight = 0.18
+        /// The weight of the held tilt rate without a magnetometer, where the tilt windows alone
+        /// learn the bias about the vertical as the device turns: the heading drift over many
+        /// seeds is lowest from 0.4 to 0.8 on hand-held and walking motions (0.1–1.5 tried on
+        /// seeds 1–30 in process, checked on seeds 31–130 and on a hundred rendered seeds). With
+        /// a magnetometer, 0.5 made the heading worse on every motion (by 2–6 %) and the iron
+        /// case's seed 2 2.5° RMS after medium (1.3° with 0.18), so there `heldWeight` holds.
+        var heldWeightWithoutMagnetometer = 0.5
         /// A window's noise also has, in quadrature, this times a turn rate about the vertical
         /// (rad/s): the window's mean turn rate times the square of its linear acceleration's
         /// share of `linearNoiseSaturation` (a turn in place, with nothing moving the device
@@ -784,7 +795,8 @@ struct AttitudeFilter: Sendable {
             // Per window: sigma is the noise of the window's mean drift rate.
             let linearRMS = (linearSumSq / Double(max(windowCount, 1))).squareRoot()
             let linearShare = min(1, linearRMS / max(c.linearNoiseSaturation, 1e-9))
-            let sigma = c.quietMotionNoise + c.biasMotionNoise * linearShare + c.heldWeight * heldPeak
+            let held = usesMagnetometer ? c.heldWeight : c.heldWeightWithoutMagnetometer
+            let sigma = c.quietMotionNoise + c.biasMotionNoise * linearShare + held * heldPeak
             turnRate = max(turnRate * exp(-T / max(tau, 1e-6)), linearShare * linearShare * abs(windowTurn) / T)
             let turnSigma = c.turnNoise * turnRate
             if Double(limitedCount) <= c.limitedShare * Double(windowCount) {

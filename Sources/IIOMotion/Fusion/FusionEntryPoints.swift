@@ -54,6 +54,7 @@ package enum FusionEntryPoints {
             case "reclen": c.recoveryLengthShare = v
             case "cone": c.conesRotation = v != 0
             case "held": c.heldWeight = v
+            case "held6": c.heldWeightWithoutMagnetometer = v
             case "rangle": c.restAngleDeviation = v * .pi / 180
             case "tilt0": c.initialTiltDeviation = v * .pi / 180
             case "recangle": c.recoveryAngle = v * .pi / 180
