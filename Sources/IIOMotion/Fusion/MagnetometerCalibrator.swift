@@ -107,6 +107,15 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     /// wobbling about its up-axis, whose bias there nothing else has taught yet).
     var maximumPairRateDeviation = 0.1 * Double.pi / 180
 
+    /// Before the first fit is taken, a candidate whose offset is known to within 2 µT and whose
+    /// strength is one the Earth's field has (20–70 µT) screens the samples as a fit does (a
+    /// sample beyond ``disturbanceTolerance`` of its strength is not taken): a steel object
+    /// passing before the device has turned through enough directions for a fit would otherwise
+    /// fill the bins with a field that is not the Earth's, and the fits would follow it. After
+    /// this many samples in a row refused, the candidate is dropped (it may be the one that is
+    /// wrong) until the next.
+    var candidatePatience = 800
+
     /// False for a copy that only applies a calibration (``applying``):
     /// ``add(_:gravity:turn:turnRateCovariance:)`` takes nothing.
     private(set) var isLearning = true
@@ -136,6 +145,11 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     // Samples: per bin, `samplesPerBin` slots of (raw x, y, z, gravity x, y, z); gravity zero
     // when unknown. Allocated on the first sample.
     private var samples: [Double] = []
+    /// The candidate that screens the samples before the first fit (offset and strength, scaled
+    /// by `unit`; strength 0 for none), and how many samples in a row it has refused.
+    private var screeningOffset = Vector3.zero
+    private var screeningStrength = 0.0
+    private var refusedInARow = 0
     private var binCounts = [Int](repeating: 0, count: MagnetometerCalibrator.binCount)
     private var binNext = [Int](repeating: 0, count: MagnetometerCalibrator.binCount)
     private var sinceFit = 0
@@ -210,6 +224,13 @@ struct MagnetometerCalibrator: Sendable, Hashable {
             let f = calibrated(raw)
             if abs(f.length - strength) > tolerance * strength { return false }
             if vertical != 0, g != .zero, abs(g.dot(f) - vertical) > tolerance * strength { return false }
+        } else if screeningStrength > 0 {
+            if abs((Self.unit * raw - screeningOffset).length - screeningStrength) > disturbanceTolerance * screeningStrength {
+                refusedInARow += 1
+                guard refusedInARow >= candidatePatience else { return false }
+                screeningStrength = 0
+            }
+            refusedInARow = 0
         }
         if samples.isEmpty { samples = [Double](repeating: 0, count: Self.binCount * samplesPerBin * 6) }
         store(Self.unit * raw, g)
@@ -367,6 +388,10 @@ struct MagnetometerCalibrator: Sendable, Hashable {
             // rough) goes, so that it does not keep every later fit implausible.
             evictOutliers()
             return
+        }
+        if model == .none, c.offsetError < 2 * Self.unit, (20 * Self.unit...70 * Self.unit).contains(c.strength) {
+            screeningOffset = c.offset
+            screeningStrength = c.strength
         }
         // Until the first accepted fit, the samples follow the candidate's centre.
         if model == .none, rebin(around: c.offset, strength: c.strength) { coverage = binCounts.filter { $0 >= 3 }.count }
