@@ -103,26 +103,17 @@ struct FusionIronCaseTests {
     // calibration, whose corrections carry the rough calibration's error, put the bias about the
     // vertical 0.5–0.7 °/s off, and every later window is then an outlier. See BENCHMARKS, "The
     // magnetometer calibrated".
-    @Test("Hand-held with hard and soft iron and a steel object passing: medium within a minute, heading within 2° RMS after it",
-          arguments: [1, 2, 3] as [UInt64])
-    func ironCase(seed: UInt64) throws {
+    // Seed 5 turns slowly, and its deadline is 100 s: the steel passes at 60 s, before the samples
+    // cover enough directions for a first fit. Taken into the bins, it pulled every later fit to
+    // an offset 30 µT off (strength 68 µT), and the calibration stayed uncalibrated past 105 s;
+    // a plausible candidate now keeps it out (`MagnetometerCalibrator.candidatePatience`).
+    @Test("Hand-held with hard and soft iron and a steel object passing: medium by the seed's deadline (a minute; 100 s for slow-turning seed 5, whose steel comes before the first fit), heading within 2° RMS after it",
+          arguments: [(1, 60), (2, 60), (3, 60), (5, 100)] as [(UInt64, Double)])
+    func ironCase(seed: UInt64, deadline: Double) throws {
         let r = try IIOMotionTests.ironCase(seed: seed)
         print("figure: iron case, seed \(seed): medium at \(r.medium.map { "\($0) s" } ?? "never"), heading RMS after it \(r.headingRMS)°")
         let medium = try #require(r.medium, "never medium")
-        #expect(medium < 60, "medium at \(medium) s")
-        #expect(r.headingRMS < 2, "heading RMS \(r.headingRMS)° after medium")
-    }
-
-    /// Seed 5 turns slowly: the steel passes at 60 s, before the samples cover enough directions
-    /// for a first fit. Taken into the bins, it pulled every later fit to an offset 30 µT off
-    /// (strength 68 µT), and the calibration stayed uncalibrated past 105 s; a plausible
-    /// candidate now keeps it out.
-    @Test("A steel object passing before the first fit is kept out of the samples: seed 5 reaches medium, heading within 2° RMS after it")
-    func steelBeforeTheFirstFit() throws {
-        let r = try IIOMotionTests.ironCase(seed: 5)
-        print("figure: iron case, seed 5 (steel before the first fit): medium at \(r.medium.map { "\($0) s" } ?? "never"), heading RMS after it \(r.headingRMS)°")
-        let medium = try #require(r.medium, "never medium")
-        #expect(medium < 100, "medium at \(medium) s")
+        #expect(medium < deadline, "medium at \(medium) s")
         #expect(r.headingRMS < 2, "heading RMS \(r.headingRMS)° after medium")
     }
 
