@@ -1,3 +1,5 @@
+internal import Glibc
+
 /// Device motion from the three sensors' sample streams: the ``SampleAligner`` pairing gyroscope
 /// and accelerometer samples by timestamp, then the ``AttitudeFilter``. What a manager feeds.
 ///
@@ -150,7 +152,21 @@ struct DeviceMotionFusion: Sendable {
 /// and the attitude the estimates' bias-corrected rates integrate to (the gyroscope alone: the
 /// calibrator relates samples the device turned between by it), with its recent history, which
 /// turns a sample that arrives late (and its gravity) between its time and the last estimate's.
+///
+/// Gravity goes to the calibrator with each sample only while the accelerometer agrees with the
+/// estimate: while the estimates' user acceleration, turned into the reference frame and low-pass
+/// filtered over ``disagreementTimeConstant``, is longer than ``disagreementLimit``, the samples
+/// go without it (the strength and the pairs still count). That is a sustained acceleration (a
+/// vehicle pulling away, braking, in a bend) or an estimate still levelling: either way the
+/// estimate's gravity may be degrees off for seconds, and a field's vertical part taken against
+/// it would move the offset (a holder's tilt of 5° against a 49 µT field with a 60° dip puts the
+/// vertical part about 2 µT off). Vibration and a hand's to-and-fro average out in the filter.
 struct CalibrationFeed: Sendable {
+    /// The time constant (seconds) of the filter on the user acceleration that decides whether
+    /// gravity goes to the calibrator.
+    static let disagreementTimeConstant = 3.0
+    /// The filtered user acceleration (g) beyond which it does not.
+    static let disagreementLimit = 0.05
     /// How many magnetometer samples may wait for an estimate (the oldest go first).
     static let pendingLimit = 64
     /// A sample at most this far (seconds) before the oldest estimate kept is taken as of it.
@@ -175,6 +191,8 @@ struct CalibrationFeed: Sendable {
     private var rate = Vector3.zero
     /// The covariance of the bias the rates were corrected by, at the last estimate ((rad/s)²).
     private var rateCovariance = Matrix3.diagonal(0)
+    /// The estimates' user acceleration in the reference frame (g), low-pass filtered.
+    private var disagreement = Vector3.zero
 
     init() {
         history = Array(repeating: (-.infinity, .identity), count: Self.historyLimit)
@@ -244,6 +262,12 @@ struct CalibrationFeed: Sendable {
         guard g.isFinite, g.length > 0.5 else { return false }
         if let last, m.timestamp <= last.timestamp { return false }
         let omega = Vector3(m.rotationRate)
+        let user = m.attitude.quaternion.rotate(Vector3(m.userAcceleration))
+        if let last, m.timestamp - last.timestamp <= AttitudeFilter.Configuration().maximumGap, user.isFinite {
+            disagreement += (1 - exp(-(m.timestamp - last.timestamp) / Self.disagreementTimeConstant)) * (user - disagreement)
+        } else {
+            disagreement = .zero
+        }
         if let last, m.timestamp - last.timestamp <= AttitudeFilter.Configuration().maximumGap, omega.isFinite {
             // The midpoint rate over the step.
             turn = Self.turned(turn, by: (m.timestamp - last.timestamp) * 0.5 * (omega + rate))
@@ -280,7 +304,8 @@ struct CalibrationFeed: Sendable {
             // The gyroscope's attitude at the sample's time, and gravity then: the last
             // estimate's, turned back by the device's rotation since.
             guard let at = gyroAttitude(at: s.timestamp) else { continue }  // before the filter started, or a gap
-            let g = turn.conjugate.multiplied(by: at).normalized.inverseRotate(last.gravity)
+            let g = disagreement.length <= Self.disagreementLimit
+                ? turn.conjugate.multiplied(by: at).normalized.inverseRotate(last.gravity) : nil
             let before = (learner.offset, learner.strength, learner.accuracy, learner.model, learner.softIron)
             if learner.add(s.field, gravity: g, turn: at, turnRateCovariance: rateCovariance),
                before != (learner.offset, learner.strength, learner.accuracy, learner.model, learner.softIron) {

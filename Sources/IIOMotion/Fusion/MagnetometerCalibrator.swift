@@ -12,13 +12,14 @@ internal import Glibc
 /// again over the bins, in the best model the samples support:
 ///
 /// - With the device's gravity direction for each sample
-///   (``add(_:gravity:turn:turnRateCovariance:)``, what ``DeviceMotionFusion`` gives), a
-///   Gauss–Newton fit of `|W (m − c)| = F` (the field's strength) and `ĝ · W (m − c) = D` (its
-///   vertical part, constant wherever the device points): the second
-///   pins the offset even when the device only tilts a little, as a hand-held phone does. The
-///   fit starts with `W` = identity (a sphere); the full matrix is taken once the samples
-///   determine each of its entries to within ``softIronUncertainty`` (their standard error from
-///   the fit's residual and its normal matrix).
+///   (``add(_:gravity:turn:turnRateCovariance:)``, what ``DeviceMotionFusion`` gives while its
+///   accelerometer agrees with its estimate, ``CalibrationFeed``), a Gauss–Newton fit of
+///   `|W (m − c)| = F` (the field's strength) and `ĝ · W (m − c) = D` (its vertical part,
+///   constant wherever the device points): the second pins the offset even when the device
+///   only tilts a little, as a hand-held phone does. The fit starts with `W` = identity (a
+///   sphere); the full matrix is taken once the samples determine each of its entries to
+///   within ``softIronUncertainty`` (their standard error from the fit's residual and its
+///   normal matrix).
 ///   With the gyroscope's attitude for each sample as well
 ///   (``add(_:gravity:turn:turnRateCovariance:)``, what ``DeviceMotionFusion`` gives), each
 ///   sample is paired with a recent one the device turned at least ``minimumPairAngle`` from,
