@@ -153,15 +153,10 @@ struct DeviceMotionTests {
     func cleanFieldLeftClean() throws {
         let dir = try SimHarness.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let truth = SimHarness.product("motion-truth")
-        let render = try SimHarness.run(truth, ["--render", "hand-held", "76", dir + "/r.csv", "40", "sense-hat"], timeout: 60)
-        try #require(render.status == 0, "\(render)")
         // A free soft-iron matrix once passed as a sphere's three parameters in the comparison with
         // the raw field: from 27 s this record's field was calibrated to 52–55 µT (raw 49.3) and the
         // heading went 14° off.
-        let fused = try SimHarness.run(truth, ["--offline", dir + "/r.csv", dir + "/o.csv", "north"],
-                                       environment: ["FUSION_TRACE": dir + "/trace.csv"], timeout: 60)
-        try #require(fused.status == 0, "\(fused)")
+        try renderAndFuseNorth("hand-held", seed: 76, seconds: 40, in: dir, environment: ["FUSION_TRACE": dir + "/trace.csv"])
         // The calibrated strength, averaged over each second (the noise alone moves a sample 3 %).
         var seconds: [Int: (sum: Double, count: Double)] = [:]
         for line in try String(contentsOfFile: dir + "/trace.csv", encoding: .utf8).split(separator: "\n") {
@@ -176,6 +171,17 @@ struct DeviceMotionTests {
         let worst = try northHeadingErrors(dir + "/o.csv", from: 20).map { abs($0.error) }.max() ?? 0
         print("figure: rendered hand-held seed 76 from 20 s: calibrated strength at most \(off * 100) % off, heading at most \(worst)° off")
         #expect(worst > 0 && worst < 4, "heading from north, 20–40 s: at most \(worst)° off")
+    }
+
+    /// Renders `seconds` of iio-sim's `motion` with `seed` as a Sense HAT reads it (`motion-truth
+    /// --render`, clean field) to `dir`/r.csv, and fuses it offline in the north frame to
+    /// `dir`/o.csv.
+    func renderAndFuseNorth(_ motion: String, seed: Int, seconds: Int, in dir: String, environment: [String: String] = [:]) throws {
+        let truth = SimHarness.product("motion-truth")
+        let render = try SimHarness.run(truth, ["--render", motion, "\(seed)", dir + "/r.csv", "\(seconds)", "sense-hat"], timeout: 60)
+        try #require(render.status == 0, "\(render)")
+        let fused = try SimHarness.run(truth, ["--offline", dir + "/r.csv", dir + "/o.csv", "north"], environment: environment, timeout: 60)
+        try #require(fused.status == 0, "\(fused)")
     }
 
     /// The heading error (degrees) of each estimate at or after `start` in a `motion-truth
@@ -208,14 +214,10 @@ struct DeviceMotionTests {
     func vehicleAccelerationKeptOutOfCalibration() throws {
         let dir = try SimHarness.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let truth = SimHarness.product("motion-truth")
-        let render = try SimHarness.run(truth, ["--render", "vibration", "85", dir + "/r.csv", "60", "sense-hat"], timeout: 60)
-        try #require(render.status == 0, "\(render)")
         // The car pulls away twice before the first fit (about 28 s); the estimate's gravity is
         // then up to 7° off the truth. Taken with the field's vertical part, those samples put the
         // first calibration's offset where it turned the heading 5–9° off for the rest of the run.
-        let fused = try SimHarness.run(truth, ["--offline", dir + "/r.csv", dir + "/o.csv", "north"], timeout: 60)
-        try #require(fused.status == 0, "\(fused)")
+        try renderAndFuseNorth("vibration", seed: 85, seconds: 60, in: dir)
         let errors = try northHeadingErrors(dir + "/o.csv", from: 30)
         #expect(errors.count > 5000)
         let rms = (errors.map { $0.error * $0.error }.reduce(0, +) / Double(max(errors.count, 1))).squareRoot()
