@@ -167,6 +167,8 @@ struct CalibrationFeed: Sendable {
     static let disagreementTimeConstant = 3.0
     /// The filtered user acceleration (g) beyond which it does not.
     static let disagreementLimit = 0.05
+    /// The longest step between estimates taken as continuous: the filter's ``AttitudeFilter/Configuration/maximumGap``.
+    static let maximumStep = AttitudeFilter.Configuration().maximumGap
     /// How many magnetometer samples may wait for an estimate (the oldest go first).
     static let pendingLimit = 64
     /// A sample at most this far (seconds) before the oldest estimate kept is taken as of it.
@@ -263,14 +265,16 @@ struct CalibrationFeed: Sendable {
         if let last, m.timestamp <= last.timestamp { return false }
         let omega = Vector3(m.rotationRate)
         let user = m.attitude.quaternion.rotate(Vector3(m.userAcceleration))
-        if let last, m.timestamp - last.timestamp <= AttitudeFilter.Configuration().maximumGap, user.isFinite {
-            disagreement += (1 - exp(-(m.timestamp - last.timestamp) / Self.disagreementTimeConstant)) * (user - disagreement)
+        // The step since the last estimate, when there is one and no gap between.
+        let step = last.map { m.timestamp - $0.timestamp }.flatMap { $0 <= Self.maximumStep ? $0 : nil }
+        if let step, user.isFinite {
+            disagreement += (1 - exp(-step / Self.disagreementTimeConstant)) * (user - disagreement)
         } else {
             disagreement = .zero
         }
-        if let last, m.timestamp - last.timestamp <= AttitudeFilter.Configuration().maximumGap, omega.isFinite {
+        if let step, omega.isFinite {
             // The midpoint rate over the step.
-            turn = Self.turned(turn, by: (m.timestamp - last.timestamp) * 0.5 * (omega + rate))
+            turn = Self.turned(turn, by: step * 0.5 * (omega + rate))
         } else if last != nil {
             learner.breakPairs()
             historyCount = 0  // the turn over the gap is unknown
