@@ -43,6 +43,9 @@ final class DeviceMotionEngine: Sendable {
         var consumers: [SensorKind: Int]
         var handler: (@Sendable (DeviceMotion?, MotionError?) -> Void)?
         var handlerQueue: DispatchQueue
+        /// Estimates go to the handler on the capture thread that made them, not on
+        /// `handlerQueue` (which still gets the error and the end).
+        var onCaptureThread = false
         /// How the handler hears that the updates ended without an error (an async sequence finishes).
         var ended: (@Sendable () -> Void)?
         /// Estimate time from which the next delivery is due.
@@ -83,7 +86,7 @@ final class DeviceMotionEngine: Sendable {
             }
         }
         guard let newest else { return }
-        let job = state.withLock { s -> (@Sendable () -> Void, DispatchQueue)? in
+        let job = state.withLock { s -> (@Sendable () -> Void, DispatchQueue?)? in
             guard var run = s.running, run.generation == generation else { return nil }
             defer { s.running = run }
             s.latest = newest
@@ -107,9 +110,10 @@ final class DeviceMotionEngine: Sendable {
             s.statistics.coalesced += replaced  // the handler had not taken them yet: it gets these instead
             s.statistics.delivered += batch.count - replaced
             guard schedule else { return nil }
-            return ({ for m in mailbox.take() { handler(m, nil) } }, run.handlerQueue)
+            return ({ for m in mailbox.take() { handler(m, nil) } }, run.onCaptureThread ? nil : run.handlerQueue)
         }
-        if let (work, queue) = job { queue.async(execute: work) }
+        guard let (work, queue) = job else { return }
+        if let queue { queue.async(execute: work) } else { work() }
     }
 
     /// The sampling frequency the filter asks of its sensors for `interval`: a steady 100 Hz or
@@ -249,8 +253,31 @@ extension MotionManager {
     public func startDeviceMotionUpdates(using frame: AttitudeReferenceFrame = .xArbitraryZVertical,
                                          to queue: DispatchQueue? = nil,
                                          withHandler handler: @escaping @Sendable (DeviceMotion?, MotionError?) -> Void) {
-        let q = queue ?? hub.motionHandlerQueue
-        if case .failure(let f) = startDeviceMotion(frame, handler: handler, ended: nil, queue: q), !f.reported {
+        startDeviceMotionUpdates(using: frame, on: .queue(queue), withHandler: handler)
+    }
+
+    /// Starts device motion updates delivered to a handler where `delivery` says, at most once
+    /// per ``deviceMotionUpdateInterval``, with the newest estimate. With
+    /// ``HandlerDelivery/captureThread`` the handler runs right where the estimate is made, on
+    /// the capture thread that read its last sample: no thread wake-up of its own, for handlers
+    /// that return quickly. The `(nil, error)` call comes on the manager's private device motion
+    /// queue.
+    /// - Parameters:
+    ///   - frame: the attitude reference frame (see ``availableAttitudeReferenceFrames()``).
+    ///   - delivery: where the handler runs.
+    ///   - handler: gets `(motion, nil)` per update, or `(nil, error)` once when device motion
+    ///     cannot start or a sensor it uses fails (device motion then stops).
+    public func startDeviceMotionUpdates(using frame: AttitudeReferenceFrame = .xArbitraryZVertical,
+                                         on delivery: HandlerDelivery,
+                                         withHandler handler: @escaping @Sendable (DeviceMotion?, MotionError?) -> Void) {
+        var q = hub.motionHandlerQueue
+        var onCaptureThread = false
+        switch delivery {
+        case .queue(let queue): q = queue ?? q
+        case .captureThread: onCaptureThread = true
+        }
+        if case .failure(let f) = startDeviceMotion(frame, handler: handler, ended: nil, queue: q, onCaptureThread: onCaptureThread),
+           !f.reported {
             q.async { handler(nil, f.error) }
         }
     }
@@ -310,7 +337,7 @@ extension MotionManager {
     private func startDeviceMotion(_ frame: AttitudeReferenceFrame,
                                    handler: (@Sendable (DeviceMotion?, MotionError?) -> Void)?,
                                    ended: (@Sendable () -> Void)?,
-                                   queue: DispatchQueue) -> Result<Int, DeviceMotionStartFailure> {
+                                   queue: DispatchQueue, onCaptureThread: Bool = false) -> Result<Int, DeviceMotionStartFailure> {
         let kinds: [SensorKind]
         switch deviceMotionSensors(frame) {
         case .failure(let e): return .failure(DeviceMotionStartFailure(error: e, reported: false))
@@ -356,7 +383,7 @@ extension MotionManager {
         }
         engine.state.withLock { s in
             s.running = DeviceMotionEngine.Running(generation: generation, consumers: consumers, handler: handler,
-                                                   handlerQueue: queue, ended: ended)
+                                                   handlerQueue: queue, onCaptureThread: onCaptureThread, ended: ended)
             s.latest = nil
             s.statistics = UpdateStatistics()
         }

@@ -32,10 +32,11 @@ import SystemSupport
 /// **Where callbacks run.**
 /// - Push and batched handlers: on the queue given to `start…`, else on the sensor's own private
 ///   serial queue (one per sensor, so a handler that blocks holds up only its own sensor);
-///   batched handlers started with ``BatchDelivery/captureThread`` on the device's capture thread.
-/// - Device motion handlers: on the queue given, else on the manager's private device motion queue.
+///   handlers started with ``HandlerDelivery/captureThread`` on the device's capture thread.
+/// - Device motion handlers: on the queue given, else on the manager's private device motion
+///   queue; with ``HandlerDelivery/captureThread``, on the capture thread that made the estimate.
 /// - The `(nil, error)` call that ends a handler's updates: on the handler's queue; for a
-///   capture-thread batched handler, on the sensor's private queue.
+///   capture-thread handler, on the sensor's (or device motion's) private queue.
 /// - ``noticeHandler``: on the manager's private notice queue (never a capture thread).
 /// - Async sequences: the loop runs in its own task; the library only hands it values.
 ///

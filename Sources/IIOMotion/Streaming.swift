@@ -44,27 +44,33 @@ public struct UpdateStatistics: Sendable, Hashable {
     public init() {}
 }
 
-/// Where a batched handler runs (``MotionManager/startAccelerometerBatches(on:withHandler:)`` and
-/// the gyroscope's and magnetometer's counterparts).
-public enum BatchDelivery: Sendable {
-    /// On `queue`, or the sensor's private serial queue when nil (the default). The capture
-    /// thread hands each batch over and goes straight back to the kernel, so a slow handler
-    /// loses nothing until it is ``MotionManager/maximumBatchBacklog`` samples behind. Each batch
-    /// costs a thread wake-up and moves the samples from one CPU's cache to another's.
+/// Where a handler runs: push handlers (``MotionManager/startAccelerometerUpdates(on:withHandler:)``),
+/// batched handlers (``MotionManager/startAccelerometerBatches(on:withHandler:)``), the
+/// gyroscope's and magnetometer's counterparts, and device motion handlers
+/// (``MotionManager/startDeviceMotionUpdates(using:on:withHandler:)``).
+public enum HandlerDelivery: Sendable {
+    /// On `queue`, or the sensor's private serial queue (device motion's for its handlers) when
+    /// nil. The capture thread hands each update or batch over and goes straight back to the
+    /// kernel, so a slow handler holds up nothing; a batched one loses nothing until it is
+    /// ``MotionManager/maximumBatchBacklog`` samples behind. Each update costs a thread wake-up
+    /// and moves the samples from one CPU's cache to another's.
     case queue(DispatchQueue?)
     /// On the device's capture thread itself, right after each refill and before the next: no
-    /// wake-up, no queue, the samples still in the cache that decoded them. For recorders and
-    /// loggers that copy the samples away quickly; the cheapest way to get every sample.
+    /// wake-up, no queue, the samples still in the cache that decoded them. For recorders,
+    /// loggers and displays that copy the samples away quickly; the cheapest way to get every
+    /// sample, and the way to wake no more often than the device is read.
     ///
     /// While the handler runs the device is not read: the kernel holds about four batches, so a
     /// handler that takes longer than about three update intervals makes the kernel drop
     /// samples, which nothing reports. Do not block here (no disk writes that may stall, no
     /// waiting on locks a slow thread holds). Handlers of sensors on one device run one after
     /// the other on the same thread, never concurrently; sensors on different devices have
-    /// different capture threads. SIGPIPE is blocked on capture threads (libiio's network
-    /// backend needs that), so a write to a closed pipe fails with `EPIPE` here instead of ending
-    /// the process. Errors still arrive on the sensor's private queue, after the last batch.
-    /// Starting or stopping updates from such a handler takes effect just after it returns.
+    /// different capture threads (device motion's handler runs on whichever of its sensors'
+    /// capture threads made the estimate). SIGPIPE is blocked on capture threads (libiio's
+    /// network backend needs that), so a write to a closed pipe fails with `EPIPE` here instead
+    /// of ending the process. Errors still arrive on the sensor's (or device motion's) private
+    /// queue, after the last update. Starting or stopping updates from such a handler takes
+    /// effect just after it returns.
     case captureThread
 }
 
@@ -134,7 +140,15 @@ extension MotionManager {
     ///     ``accelerometerUpdates()`` sequence.
     public func startAccelerometerUpdates(to queue: DispatchQueue? = nil,
                                           withHandler handler: @escaping @Sendable (AccelerometerData?, MotionError?) -> Void) {
-        startPush(.accelerometer, queue: queue, handler)
+        startPush(.accelerometer, .queue(queue), handler)
+    }
+
+    /// Starts accelerometer updates delivered to a handler, at most once per interval, with the newest
+    /// sample, where `delivery` says: ``HandlerDelivery/captureThread`` costs no thread
+    /// wake-up of its own, for handlers that return quickly.
+    public func startAccelerometerUpdates(on delivery: HandlerDelivery,
+                                          withHandler handler: @escaping @Sendable (AccelerometerData?, MotionError?) -> Void) {
+        startPush(.accelerometer, delivery, handler)
     }
 
     /// Starts accelerometer updates delivered in batches that hold every sample the sensor made,
@@ -149,9 +163,9 @@ extension MotionManager {
     }
 
     /// Starts accelerometer updates in batches holding every sample, delivered as `delivery`
-    /// says: ``BatchDelivery/captureThread`` is the cheapest (no thread hop), for handlers that
+    /// says: ``HandlerDelivery/captureThread`` is the cheapest (no thread hop), for handlers that
     /// return quickly.
-    public func startAccelerometerBatches(on delivery: BatchDelivery,
+    public func startAccelerometerBatches(on delivery: HandlerDelivery,
                                           withHandler handler: @escaping @Sendable ([AccelerometerData]?, MotionError?) -> Void) {
         startBatches(.accelerometer, delivery, handler)
     }
@@ -209,7 +223,13 @@ extension MotionManager {
     ///   - handler: gets `(data, nil)` per update, or `(nil, error)` once when the sensor fails.
     public func startGyroUpdates(to queue: DispatchQueue? = nil,
                                  withHandler handler: @escaping @Sendable (GyroData?, MotionError?) -> Void) {
-        startPush(.gyroscope, queue: queue, handler)
+        startPush(.gyroscope, .queue(queue), handler)
+    }
+
+    /// Starts gyroscope updates delivered to a handler where `delivery` says (see ``startAccelerometerUpdates(on:withHandler:)``).
+    public func startGyroUpdates(on delivery: HandlerDelivery,
+                                 withHandler handler: @escaping @Sendable (GyroData?, MotionError?) -> Void) {
+        startPush(.gyroscope, delivery, handler)
     }
 
     /// Starts gyroscope updates in batches holding every sample.
@@ -223,7 +243,7 @@ extension MotionManager {
 
     /// Starts gyroscope updates in batches holding every sample, delivered as `delivery` says
     /// (see ``startAccelerometerBatches(on:withHandler:)``).
-    public func startGyroBatches(on delivery: BatchDelivery,
+    public func startGyroBatches(on delivery: HandlerDelivery,
                                  withHandler handler: @escaping @Sendable ([GyroData]?, MotionError?) -> Void) {
         startBatches(.gyroscope, delivery, handler)
     }
@@ -271,7 +291,13 @@ extension MotionManager {
     ///   - handler: gets `(data, nil)` per update, or `(nil, error)` once when the sensor fails.
     public func startMagnetometerUpdates(to queue: DispatchQueue? = nil,
                                          withHandler handler: @escaping @Sendable (MagnetometerData?, MotionError?) -> Void) {
-        startPush(.magnetometer, queue: queue, handler)
+        startPush(.magnetometer, .queue(queue), handler)
+    }
+
+    /// Starts magnetometer updates delivered to a handler where `delivery` says (see ``startAccelerometerUpdates(on:withHandler:)``).
+    public func startMagnetometerUpdates(on delivery: HandlerDelivery,
+                                         withHandler handler: @escaping @Sendable (MagnetometerData?, MotionError?) -> Void) {
+        startPush(.magnetometer, delivery, handler)
     }
 
     /// Starts magnetometer updates in batches holding every sample.
@@ -285,7 +311,7 @@ extension MotionManager {
 
     /// Starts magnetometer updates in batches holding every sample, delivered as `delivery` says
     /// (see ``startAccelerometerBatches(on:withHandler:)``).
-    public func startMagnetometerBatches(on delivery: BatchDelivery,
+    public func startMagnetometerBatches(on delivery: HandlerDelivery,
                                          withHandler handler: @escaping @Sendable ([MagnetometerData]?, MotionError?) -> Void) {
         startBatches(.magnetometer, delivery, handler)
     }
@@ -491,15 +517,19 @@ extension MotionManager {
         hub.remove(kind) { _, c in if case .batched = c.delivery, c.owner == .user { true } else { false } }
     }
 
-    private func startPush<T: CapturedConvertible>(_ kind: SensorKind, queue: DispatchQueue?,
+    private func startPush<T: CapturedConvertible>(_ kind: SensorKind, _ delivery: HandlerDelivery,
                                                    _ handler: @escaping @Sendable (T?, MotionError?) -> Void) {
         replacePush(kind)
-        let q = queue ?? hub.handlerQueue(kind)
-        let consumer = StreamHub.Consumer(delivery: .coalesced({ s, e in handler(s.map { T($0) }, e) }, queue: q))
-        if case .failed(let e, reported: false) = start(kind, consumer) { q.async { handler(nil, e) } }
+        // nil: on the capture thread.
+        let queue: DispatchQueue? = switch delivery {
+        case .queue(let q): q ?? hub.handlerQueue(kind)
+        case .captureThread: nil
+        }
+        let consumer = StreamHub.Consumer(delivery: .coalesced({ s, e in handler(s.map { T($0) }, e) }, queue: queue))
+        if case .failed(let e, reported: false) = start(kind, consumer) { (queue ?? hub.handlerQueue(kind)).async { handler(nil, e) } }
     }
 
-    private func startBatches<T: CapturedConvertible>(_ kind: SensorKind, _ delivery: BatchDelivery,
+    private func startBatches<T: CapturedConvertible>(_ kind: SensorKind, _ delivery: HandlerDelivery,
                                                       _ handler: @escaping @Sendable ([T]?, MotionError?) -> Void) {
         replaceBatches(kind)
         // nil: on the capture thread.

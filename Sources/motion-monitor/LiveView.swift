@@ -82,7 +82,7 @@ nonisolated(unsafe) private var crashRestoresTerminal = false // written before 
 /// takes it: on a terminal that drains slowly (a serial console, Ctrl-S) frames are skipped, and
 /// nothing else waits. ``framesDue`` counts the frames made, the channel the ones drawn.
 ///
-/// Confinement: every method runs on the session's queue (the library's handlers, the frame timer,
+/// Confinement: every method runs on the session's queue (the library's handlers, the idle timer,
 /// and the main thread's `queue.sync` for resize, suspend and the end), so it needs no lock.
 final class LiveView: @unchecked Sendable { // mutable state is touched only on `queue` (dispatchPrecondition)
     /// The slot of the frames in stdout's channel.
@@ -96,6 +96,8 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
     private var size = Terminal.size()
     private var timer: (any DispatchSourceTimer)?
     private let framePeriod: Double
+    /// When the last frame was made (``monotonicSeconds()``).
+    private var lastDraw = -Double.infinity
     private let started = monotonicSeconds()
     private var active = false
     /// Per panel: gap counters, and the history the measured rates come from.
@@ -133,14 +135,19 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
                              motion: motion.map { MotionPanelModel(frame: $0, interval: options.interval) })
     }
 
-    /// Takes the terminal: hides the cursor, clears the screen once, starts the frame timer.
+    /// How often the view is redrawn when no samples arrive: at least once a second.
+    static func idlePeriod(_ framePeriod: Double) -> Double { max(framePeriod, 1) }
+
+    /// Takes the terminal: hides the cursor, clears the screen once, starts the idle timer.
     func start() {
         dispatchPrecondition(condition: .onQueue(queue))
         active = true
         out.control(Terminal.hideCursor + Terminal.home + Terminal.clearScreen, force: true)
+        // Frames are drawn as samples arrive (``drawIfDue()``), in the wake-up that delivered
+        // them; the timer only keeps the view going (the clock, a stalled sensor) when none do.
         let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now(), repeating: framePeriod, leeway: .milliseconds(5))
-        timer.setEventHandler { [weak self] in self?.draw() }
+        timer.schedule(deadline: .now(), repeating: Self.idlePeriod(framePeriod), leeway: .milliseconds(50))
+        timer.setEventHandler { [weak self] in self?.drawIfDue(idle: true) }
         timer.resume()
         self.timer = timer
     }
@@ -180,6 +187,7 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
             let rate = Double(total - first.n) / (last.timestamp - first.t)
             update(panel: kind) { $0.measuredRate = rate }
         }
+        drawIfDue()
     }
 
     /// Device motion has started, fusing these sensors.
@@ -200,6 +208,7 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         if let first = motionHistory.first, m.timestamp - first.t > 0.2 {
             screen.motion?.measuredRate = Double(total - first.n) / (m.timestamp - first.t)
         }
+        drawIfDue()
     }
 
     /// Device motion has stopped on an error.
@@ -291,10 +300,19 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         LiveScreen.lines(screen, width: size.width, height: size.height, style: style)
     }
 
+    /// Draws a frame when one is due: a frame period (three quarters of one, so that refills one
+    /// period apart each get their frame despite jitter) after the last, or, from the idle
+    /// timer, a whole idle period after it.
+    private func drawIfDue(idle: Bool = false) {
+        let since = monotonicSeconds() - lastDraw
+        if idle ? since >= Self.idlePeriod(framePeriod) - 0.05 : since >= 0.75 * framePeriod { draw() }
+    }
+
     private func draw() {
         dispatchPrecondition(condition: .onQueue(queue))
         guard active else { return }
         let now = monotonicSeconds()
+        lastDraw = now
         screen.elapsed = now - started
         if let log { screen.log?.rows = log.totalRows }
         for i in screen.panels.indices {

@@ -79,6 +79,12 @@ func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
 /// A log entry to a pipe is written in pieces of at most `PIPE_BUF` bytes ending at a newline, so
 /// each piece is atomic: a run that ends while the pipe is full leaves whole lines in it.
 ///
+/// Writes that cannot wait are made at once, by the caller: when nothing is queued or being
+/// written, an entry goes out on the caller's thread through a file description of its own
+/// opened with `O_NONBLOCK` (``direct``), and only what the reader does not take at once is
+/// queued for the thread. So a reader that keeps up costs one `write(2)` per entry and no
+/// wake-up of the thread; one that stalls costs the caller nothing more than a failed write.
+///
 /// Ending: ``finish(until:)`` waits for the backlog to drain until a deadline and counts what is
 /// left; the thread itself may stay blocked in `write(2)` (the process's exit ends it).
 final class OutputChannel: @unchecked Sendable { // every mutable field is guarded by `cond`'s mutex
@@ -121,6 +127,11 @@ final class OutputChannel: @unchecked Sendable { // every mutable field is guard
     private let piece: Int
     /// Whether the descriptor is a terminal (display entries are then paced, see ``pace()``).
     private let isTerminal: Bool
+    /// The same pipe, terminal or device as `fd` on a file description of its own with
+    /// `O_NONBLOCK` (so the shell's description of it stays as it was), for the caller's writes;
+    /// -1 when there is none: regular files (where a write may wait for the disk, and a second
+    /// description would have an offset of its own) and sockets, which the thread writes.
+    private let direct: Int32
 
     private struct Entry {
         var bytes: [UInt8]
@@ -153,10 +164,15 @@ final class OutputChannel: @unchecked Sendable { // every mutable field is guard
         self.name = name
         self.limit = limit
         var info = stat()
-        let regular = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
-        piece = regular ? 1 << 20 : Int(PIPE_BUF)
+        let type = fstat(fd, &info) == 0 ? info.st_mode & S_IFMT : 0
         isTerminal = isatty(fd) == 1
+        piece = type == S_IFIFO || type == S_IFSOCK || isTerminal ? Int(PIPE_BUF) : 1 << 20
+        direct = type == S_IFIFO || type == S_IFCHR ? open("/proc/self/fd/\(fd)", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) : -1
         startThread("mm-\(name)") { [self] in run() }
+    }
+
+    deinit {
+        if direct >= 0 { Glibc.close(direct) }
     }
 
     /// Called once, on the writer thread, when the descriptor closes or fails.
@@ -197,11 +213,19 @@ final class OutputChannel: @unchecked Sendable { // every mutable field is guard
             stats.unwritten[tag, default: 0] += items
             return false
         }
-        guard queuedBytes + bytes.count <= limit else {
+        let sent = writeNow(bytes, display: false)
+        if sent == bytes.count {
+            stats.written[tag, default: 0] += items
+            return true
+        }
+        let lines = sent > 0 ? bytes[..<sent].count(where: { $0 == UInt8(ascii: "\n") }) : 0
+        guard sent > 0 || queuedBytes + bytes.count <= limit else {
             stats.dropped[tag, default: 0] += items
             return false
         }
-        enqueue(Entry(bytes: bytes, slot: nil, tag: tag, items: items))
+        // What the reader did not take at once waits (begun, it is finished even over the bound).
+        stats.written[tag, default: 0] += lines
+        enqueue(Entry(bytes: sent > 0 ? Array(bytes[sent...]) : bytes, slot: nil, tag: tag, items: items - lines))
         return true
     }
 
@@ -213,8 +237,11 @@ final class OutputChannel: @unchecked Sendable { // every mutable field is guard
     func control(_ bytes: [UInt8], force: Bool = false) -> Bool {
         cond.lock()
         defer { cond.unlock() }
-        guard accepting, stats.outcome == .open, force || queuedBytes + bytes.count <= limit else { return false }
-        enqueue(Entry(bytes: bytes, slot: nil, tag: nil, items: 0))
+        guard accepting, stats.outcome == .open else { return false }
+        let sent = writeNow(bytes, display: false)
+        if sent == bytes.count { return true }
+        guard sent > 0 || force || queuedBytes + bytes.count <= limit else { return false }
+        enqueue(Entry(bytes: sent > 0 ? Array(bytes[sent...]) : bytes, slot: nil, tag: nil, items: 0))
         return true
     }
 
@@ -229,6 +256,17 @@ final class OutputChannel: @unchecked Sendable { // every mutable field is guard
         defer { cond.unlock() }
         guard accepting, stats.outcome == .open else { return }
         stats.offered[slot, default: 0] += 1
+        let sent = writeNow(bytes, display: true)
+        if sent == bytes.count {
+            stats.drawn[slot, default: 0] += 1
+            return
+        }
+        if sent > 0 {
+            // Begun: the rest must follow before anything else, and no newer entry replaces it.
+            stats.drawn[slot, default: 0] += 1
+            enqueue(Entry(bytes: Array(bytes[sent...]), slot: nil, tag: nil, items: 0))
+            return
+        }
         var i = entries.count - 1
         while i >= head {
             if entries[i].slot == slot {
@@ -278,6 +316,41 @@ final class OutputChannel: @unchecked Sendable { // every mutable field is guard
             if let (tag, left) = inFlight, let tag, left > 0 { stats.unwritten[tag, default: 0] += left }
         }
         return stats
+    }
+
+    // MARK: Writing at once
+
+    /// Under the lock: writes as much of `bytes` as the reader takes without waiting, when the
+    /// channel is idle (nothing queued or being written, so order is kept), through ``direct``.
+    /// Pieces are cut as the thread cuts them (at most ``piece`` bytes, ending at a newline), so
+    /// what is written ends at a piece's end: on a pipe, whole lines. A display entry for a
+    /// terminal still holding more than ``paceBytes`` is left to the thread, which paces it.
+    /// - Returns: how many bytes were written (0 when none could be, or the channel is busy).
+    private func writeNow(_ bytes: [UInt8], display: Bool) -> Int {
+        guard direct >= 0, head == entries.count, inFlight == nil, !bytes.isEmpty else { return 0 }
+        if display && isTerminal {
+            var queued: Int32 = 0
+            if ioctl(fd, UInt(TIOCOUTQ), &queued) == 0, queued > Self.paceBytes { return 0 }
+        }
+        return bytes.withUnsafeBufferPointer { all -> Int in
+            var offset = 0
+            while offset < all.count {
+                let end = pieceEnd(all, from: offset, lines: !display)
+                let n = Glibc.write(direct, all.baseAddress! + offset, end - offset)
+                if n <= 0 { break }  // EAGAIN, or an error the thread meets and reports
+                offset += n
+                if offset < end { break }  // the reader took part of it: the thread writes the rest
+            }
+            return offset
+        }
+    }
+
+    /// Where the piece starting at `offset` ends: at most ``piece`` bytes, cut after a newline
+    /// for `lines`.
+    private func pieceEnd(_ all: UnsafeBufferPointer<UInt8>, from offset: Int, lines: Bool) -> Int {
+        guard lines, all.count - offset > piece else { return all.count }
+        let window = UnsafeBufferPointer(rebasing: all[offset..<(offset + piece)])
+        return window.lastIndex(of: UInt8(ascii: "\n")).map { offset + $0 + 1 } ?? offset + piece
     }
 
     // MARK: The writer thread
@@ -332,6 +405,9 @@ final class OutputChannel: @unchecked Sendable { // every mutable field is guard
         cond.unlock()
     }
 
+    /// What a terminal's driver may hold not yet sent before a frame waits for it.
+    private static let paceBytes: Int32 = 1024
+
     /// Waits (at most 0.2 s) until the terminal's driver holds less than 1 KiB not yet sent
     /// (`TIOCOUTQ`). On a serial line a frame then goes out within one frame's time, instead of
     /// queuing behind the several kilobytes the driver buffers (seconds at 115200 baud): the view
@@ -340,7 +416,7 @@ final class OutputChannel: @unchecked Sendable { // every mutable field is guard
     private func pace() {
         let deadline = monotonicSeconds() + 0.2
         var queued: Int32 = 0
-        while ioctl(fd, UInt(TIOCOUTQ), &queued) == 0, queued > 1024, monotonicSeconds() < deadline {
+        while ioctl(fd, UInt(TIOCOUTQ), &queued) == 0, queued > Self.paceBytes, monotonicSeconds() < deadline {
             usleep(5000)
         }
     }
@@ -370,11 +446,7 @@ final class OutputChannel: @unchecked Sendable { // every mutable field is guard
             guard let base = all.baseAddress else { return nil }
             var offset = 0
             while offset < all.count {
-                var end = all.count
-                if entry.tag != nil, end - offset > piece {
-                    let window = UnsafeBufferPointer(rebasing: all[offset..<(offset + piece)])
-                    end = window.lastIndex(of: UInt8(ascii: "\n")).map { offset + $0 + 1 } ?? offset + piece
-                }
+                let end = pieceEnd(all, from: offset, lines: entry.tag != nil)
                 var p = offset
                 while p < end {
                     let n = Glibc.write(fd, base + p, end - p)

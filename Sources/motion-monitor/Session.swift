@@ -58,7 +58,8 @@ extension SensorKind {
 /// log too, with its own bounded backlog, and what it drops is counted.
 ///
 /// Deliveries come two ways: batched handlers (every sample: the log, the live view, and lines
-/// with `--interval 0`) and push handlers (the newest sample per interval: lines otherwise).
+/// with `--interval 0`) and push handlers (the newest sample per interval: lines otherwise); both
+/// run in the queue, entered from the capture thread when ``inline``.
 final class WatchSession: Sendable {
     /// Sent to the main thread (where it is blocked and waited for) when the run is done.
     static let wakeSignal = SIGUSR1
@@ -70,8 +71,13 @@ final class WatchSession: Sendable {
     /// The tag and slot of device motion's lines in stdout's channel.
     static let motionTag = 3
 
-    /// Where the library runs the handlers: the log's path.
+    /// What the handlers run in: the log's path.
     let queue: DispatchQueue
+    /// True when the handlers enter ``queue`` from the capture thread (`queue.sync`: on that
+    /// thread, no wake-up of another) rather than being run by it: when nothing the session does
+    /// can wait for a device (no log file, no broker; stdout's writes never wait, see
+    /// ``OutputChannel``).
+    let inline: Bool
     /// `--csv`, once opened.
     let log: CSVLog?
     /// `--mqtt`: every sample taken is published too.
@@ -180,6 +186,7 @@ final class WatchSession: Sendable {
         stdoutIsLog = options.csvToStdout || (showsLines && options.interval == 0)
         live = makeLive(queue)
         wantsBatches = log != nil || mqtt != nil || live != nil || (showsLines && options.interval == 0)
+        inline = (log?.isStdout ?? true) && mqtt == nil
     }
 
     /// True once every sensor has reached its count or failed, the log failed, or stdout went

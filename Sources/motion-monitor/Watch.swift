@@ -14,9 +14,11 @@ import Synchronization
 /// - The log, the live view, and lines with `--interval 0`: batched handlers with every sample
 ///   the sensor makes, none coalesced (the live view draws the newest of them each frame).
 ///
-/// Handlers run on one serial queue, ``WatchSession/queue``, which writes the log file and hands
+/// Handlers run in one serial queue, ``WatchSession/queue``, which writes the log file and hands
 /// everything for stdout and stderr to their ``OutputChannel``s: only their threads ever wait for
-/// a terminal or a pipe. libiio's stderr goes through a ``StderrFilter``.
+/// a terminal or a pipe. Without a log file or a broker the handlers enter that queue from the
+/// capture thread itself (``WatchSession/inline``): a refill wakes one thread, as libiio's own
+/// reader does. libiio's stderr goes through a ``StderrFilter``.
 ///
 /// Signals: SIGINT, SIGTERM, SIGHUP (and for the live view SIGWINCH, SIGTSTP and SIGCONT) are
 /// blocked before libiio or Dispatch start any thread (threads inherit the mask) and then *waited
@@ -265,13 +267,25 @@ enum Watch {
             for kind in rated { manager.requestSamplingFrequency(rate, for: kind) }
         }
         let queue = session.queue
+        // Inline (no log file, no broker): every handler runs on the capture thread that read its
+        // samples and enters the session's queue there (`sync` on an idle serial queue runs the
+        // block on the calling thread), so a refill wakes one thread for the display, the lines
+        // and device motion together. Otherwise the handlers run on the queue itself, so that a
+        // disk or a broker that stalls holds up the queue, never the capture.
+        let delivery: HandlerDelivery = session.inline ? .captureThread : .queue(queue)
+        let inline = session.inline
+        let enter: @Sendable (@escaping @Sendable () -> Void) -> Void = { work in
+            if inline { queue.sync(execute: work) } else { work() }
+        }
         // Device motion first: it asks for at least 100 Hz, so the sensors' own consumers, added
         // next, join captures already at their final rate instead of restarting them.
         if session.motion && motion {
             manager.deviceMotionUpdateInterval = options.interval
-            manager.startDeviceMotionUpdates(using: options.referenceFrame.frame, to: queue) { m, error in
-                if let m { session.motion(m) }
-                if let error { session.failMotion(error) }
+            manager.startDeviceMotionUpdates(using: options.referenceFrame.frame, on: delivery) { m, error in
+                enter {
+                    if let m { session.motion(m) }
+                    if let error { session.failMotion(error) }
+                }
             }
         }
         for kind in kinds {
@@ -280,38 +294,50 @@ enum Watch {
             if session.wantsBatches {
                 switch kind {
                 case .accelerometer:
-                    manager.startAccelerometerBatches(to: queue) { batch, error in
-                        if let batch { session.batch(batch) }
-                        if let error { session.fail(.accelerometer, error) }
+                    manager.startAccelerometerBatches(on: delivery) { batch, error in
+                        enter {
+                            if let batch { session.batch(batch) }
+                            if let error { session.fail(.accelerometer, error) }
+                        }
                     }
                 case .gyroscope:
-                    manager.startGyroBatches(to: queue) { batch, error in
-                        if let batch { session.batch(batch) }
-                        if let error { session.fail(.gyroscope, error) }
+                    manager.startGyroBatches(on: delivery) { batch, error in
+                        enter {
+                            if let batch { session.batch(batch) }
+                            if let error { session.fail(.gyroscope, error) }
+                        }
                     }
                 case .magnetometer:
-                    manager.startMagnetometerBatches(to: queue) { batch, error in
-                        if let batch { session.batch(batch) }
-                        if let error { session.fail(.magnetometer, error) }
+                    manager.startMagnetometerBatches(on: delivery) { batch, error in
+                        enter {
+                            if let batch { session.batch(batch) }
+                            if let error { session.fail(.magnetometer, error) }
+                        }
                     }
                 }
             }
             if session.linesArePushed {
                 switch kind {
                 case .accelerometer:
-                    manager.startAccelerometerUpdates(to: queue) { data, error in
-                        if let data { session.push(data) }
-                        if let error { session.fail(.accelerometer, error) }
+                    manager.startAccelerometerUpdates(on: delivery) { data, error in
+                        enter {
+                            if let data { session.push(data) }
+                            if let error { session.fail(.accelerometer, error) }
+                        }
                     }
                 case .gyroscope:
-                    manager.startGyroUpdates(to: queue) { data, error in
-                        if let data { session.push(data) }
-                        if let error { session.fail(.gyroscope, error) }
+                    manager.startGyroUpdates(on: delivery) { data, error in
+                        enter {
+                            if let data { session.push(data) }
+                            if let error { session.fail(.gyroscope, error) }
+                        }
                     }
                 case .magnetometer:
-                    manager.startMagnetometerUpdates(to: queue) { data, error in
-                        if let data { session.push(data) }
-                        if let error { session.fail(.magnetometer, error) }
+                    manager.startMagnetometerUpdates(on: delivery) { data, error in
+                        enter {
+                            if let data { session.push(data) }
+                            if let error { session.fail(.magnetometer, error) }
+                        }
                     }
                 }
             }

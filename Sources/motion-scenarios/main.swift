@@ -379,7 +379,7 @@ case "bench-throughput":
     let done = DispatchSemaphore(value: 0)
     // One queue for both handlers, as a logger handling both sensors would have: with each sensor
     // on its own default queue, every refill wakes two threads instead of one.
-    let delivery: BatchDelivery = onQueue ? .queue(DispatchQueue(label: "bench handlers")) : .captureThread
+    let delivery: HandlerDelivery = onQueue ? .queue(DispatchQueue(label: "bench handlers")) : .captureThread
     let t0 = now()
     manager.startAccelerometerBatches(on: delivery) { batch, _ in
         guard let batch else { return }

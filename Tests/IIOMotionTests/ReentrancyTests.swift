@@ -41,7 +41,7 @@ struct ReentrancyTests {
                 returned.signal()
             }
         case .batchOnQueue, .batchOnCaptureThread:
-            let delivery: BatchDelivery = callback == .batchOnQueue ? .queue(queue) : .captureThread
+            let delivery: HandlerDelivery = callback == .batchOnQueue ? .queue(queue) : .captureThread
             manager.startAccelerometerBatches(on: delivery) { [manager] b, _ in
                 guard b != nil else { return }
                 onCapture.withLock { $0 = StreamHub.onCaptureThread }

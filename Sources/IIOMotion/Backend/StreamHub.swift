@@ -46,8 +46,10 @@ final class StreamHub: Sendable {
     /// A consumer of one sensor's samples.
     struct Consumer: Sendable {
         enum Delivery: Sendable {
-            /// The newest sample, at most once per interval.
-            case coalesced(@Sendable (CapturedSample?, MotionError?) -> Void, queue: DispatchQueue)
+            /// The newest sample, at most once per interval. A nil `queue` runs the handler on the
+            /// capture thread itself, before its next refill (errors then go to the sensor's
+            /// default handler queue).
+            case coalesced(@Sendable (CapturedSample?, MotionError?) -> Void, queue: DispatchQueue?)
             /// Every sample, in batches: `make` turns a capture batch into the job that hands this
             /// kind's samples (decoded into the public type on the capture thread) to the
             /// handler; `fail` is the handler's error call. A nil `queue` runs the job on the
@@ -449,7 +451,8 @@ final class StreamHub: Sendable {
                             let mailbox = c.mailbox
                             if mailbox.put(n) {
                                 sensor.statistics.delivered += 1
-                                jobs.append((queue, { if let s = mailbox.take() { handler(s, nil) } }))
+                                let job: @Sendable () -> Void = { if let s = mailbox.take() { handler(s, nil) } }
+                                if let queue { jobs.append((queue, job)) } else { here.append(job) }
                             } else {
                                 // The handler has not taken the previous one yet: it gets this instead.
                                 sensor.statistics.coalesced += 1
@@ -518,7 +521,7 @@ final class StreamHub: Sendable {
                 sensor.status = nil
                 for c in sensor.consumers.values {
                     switch c.delivery {
-                    case let .coalesced(h, q): jobs.append((q, { h(nil, error) }))
+                    case let .coalesced(h, q): jobs.append((q ?? handlerQueue(k), { h(nil, error) }))
                     case let .batched(_, h, q): jobs.append((q ?? handlerQueue(k), { h(error) }))
                     case .pull: break
                     }
