@@ -41,7 +41,8 @@ final class DeviceMotionEngine: Sendable {
     struct Running: Sendable {
         var generation: Int
         var consumers: [SensorKind: Int]
-        var handler: (@Sendable (DeviceMotion?, MotionError?) -> Void)?
+        /// Gets the estimates due, oldest first (one, or every one at interval 0), or the error.
+        var handler: (@Sendable ([DeviceMotion]?, MotionError?) -> Void)?
         var handlerQueue: DispatchQueue
         /// Estimates go to the handler on the capture thread that made them, not on
         /// `handlerQueue` (which still gets the error and the end).
@@ -110,7 +111,10 @@ final class DeviceMotionEngine: Sendable {
             s.statistics.coalesced += replaced  // the handler had not taken them yet: it gets these instead
             s.statistics.delivered += batch.count - replaced
             guard schedule else { return nil }
-            return ({ for m in mailbox.take() { handler(m, nil) } }, run.onCaptureThread ? nil : run.handlerQueue)
+            return ({
+                let due = mailbox.take()
+                if !due.isEmpty { handler(due, nil) }
+            }, run.onCaptureThread ? nil : run.handlerQueue)
         }
         guard let (work, queue) = job else { return }
         if let queue { queue.async(execute: work) } else { work() }
@@ -270,6 +274,24 @@ extension MotionManager {
     public func startDeviceMotionUpdates(using frame: AttitudeReferenceFrame = .xArbitraryZVertical,
                                          on delivery: HandlerDelivery,
                                          withHandler handler: @escaping @Sendable (DeviceMotion?, MotionError?) -> Void) {
+        startDeviceMotionBatches(using: frame, on: delivery) { batch, error in
+            if let batch { for m in batch { handler(m, nil) } } else { handler(nil, error) }
+        }
+    }
+
+    /// Starts device motion updates delivered in batches: with a ``deviceMotionUpdateInterval``
+    /// of 0, every estimate, those made from one refill of the sensors together (what a logger
+    /// wants: one call, not one per estimate); otherwise the newest estimate, at most once per
+    /// interval, as a batch of one. A handler that falls more than 1,024 estimates behind loses
+    /// the oldest (counted as coalesced in ``deviceMotionUpdateStatistics``).
+    /// - Parameters:
+    ///   - frame: the attitude reference frame (see ``availableAttitudeReferenceFrames()``).
+    ///   - delivery: where the handler runs (see ``startDeviceMotionUpdates(using:on:withHandler:)``).
+    ///   - handler: gets `(estimates, nil)`, oldest first, or `(nil, error)` once when device
+    ///     motion cannot start or a sensor it uses fails (device motion then stops).
+    public func startDeviceMotionBatches(using frame: AttitudeReferenceFrame = .xArbitraryZVertical,
+                                         on delivery: HandlerDelivery = .queue(nil),
+                                         withHandler handler: @escaping @Sendable ([DeviceMotion]?, MotionError?) -> Void) {
         var q = hub.motionHandlerQueue
         var onCaptureThread = false
         switch delivery {
@@ -297,8 +319,8 @@ extension MotionManager {
         continuation.onTermination = { [weak self] _ in
             if let generation = link.end() { self?.stopDeviceMotion(generation: generation) }
         }
-        switch startDeviceMotion(frame, handler: { m, e in
-            if let m { continuation.yield(m) } else { continuation.finish(throwing: e) }
+        switch startDeviceMotion(frame, handler: { batch, e in
+            if let batch { for m in batch { continuation.yield(m) } } else { continuation.finish(throwing: e) }
         }, ended: { continuation.finish() }, queue: hub.motionHandlerQueue) {
         case .failure(let f):
             continuation.finish(throwing: f.error)
@@ -335,7 +357,7 @@ extension MotionManager {
     /// Registers device motion's consumers on every sensor it uses, then starts the captures in one
     /// reconfiguration. Returns the run's generation, or the error that kept it from starting.
     private func startDeviceMotion(_ frame: AttitudeReferenceFrame,
-                                   handler: (@Sendable (DeviceMotion?, MotionError?) -> Void)?,
+                                   handler: (@Sendable ([DeviceMotion]?, MotionError?) -> Void)?,
                                    ended: (@Sendable () -> Void)?,
                                    queue: DispatchQueue, onCaptureThread: Bool = false) -> Result<Int, DeviceMotionStartFailure> {
         let kinds: [SensorKind]
@@ -410,7 +432,7 @@ extension MotionManager {
 
     /// A sensor device motion uses failed: the handler hears it once, and device motion stops.
     private func deviceMotionFailed(_ error: MotionError, generation: Int) {
-        let target = motionEngine.state.withLock { s -> (@Sendable (DeviceMotion?, MotionError?) -> Void, DispatchQueue)? in
+        let target = motionEngine.state.withLock { s -> (@Sendable ([DeviceMotion]?, MotionError?) -> Void, DispatchQueue)? in
             guard let run = s.running, run.generation == generation, let h = run.handler else { return nil }
             s.running?.handler = nil
             s.running?.ended = nil

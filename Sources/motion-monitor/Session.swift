@@ -272,24 +272,31 @@ final class WatchSession: Sendable {
         wakeIfDone()
     }
 
-    /// A device motion estimate (at most one per `--interval`, or every one with 0).
-    func motion(_ m: DeviceMotion) {
+    /// Device motion estimates, oldest first (the newest at most once per `--interval`, or every
+    /// one with 0, those of one refill together).
+    func motion(_ batch: [DeviceMotion]) {
         dispatchPrecondition(condition: .onQueue(queue))
-        let ok = state.withLock { s -> Bool in
-            guard !s.motionDone, limit.map({ s.motionShown < $0 }) ?? true else { return false }
-            s.motionShown += 1
+        let take = state.withLock { s -> Int in
+            guard !s.motionDone else { return 0 }
+            let take = limit.map { max(0, min(batch.count, $0 - s.motionShown)) } ?? batch.count
+            s.motionShown += take
             if let limit, s.motionShown >= limit { s.motionDone = true }
-            return true
+            return take
         }
-        guard ok else { return }
-        live?.update(motion: m)
+        guard take > 0 else { return }
+        let shown = batch.prefix(take)
+        if let live { for m in shown { live.update(motion: m) } }
         switch display {
         case .json, .lines:
-            let text = Array(((display == .json ? Format.json(m) : Format.line(m)) + "\n").utf8)
+            var text = ""
+            for m in shown {
+                text += display == .json ? Format.json(m) : Format.line(m)
+                text += "\n"
+            }
             if stdoutIsLog || limit != nil {
-                stdout.append(text, tag: Self.motionTag, items: 1)
+                stdout.append(Array(text.utf8), tag: Self.motionTag, items: shown.count)
             } else {
-                stdout.offer(text, slot: Self.motionTag)
+                stdout.offer(Array(text.utf8), slot: Self.motionTag)
             }
         default: break
         }

@@ -281,9 +281,9 @@ enum Watch {
         // next, join captures already at their final rate instead of restarting them.
         if session.motion && motion {
             manager.deviceMotionUpdateInterval = options.interval
-            manager.startDeviceMotionUpdates(using: options.referenceFrame.frame, on: delivery) { m, error in
+            manager.startDeviceMotionBatches(using: options.referenceFrame.frame, on: delivery) { batch, error in
                 enter {
-                    if let m { session.motion(m) }
+                    if let batch { session.motion(batch) }
                     if let error { session.failMotion(error) }
                 }
             }
