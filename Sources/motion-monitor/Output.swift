@@ -130,8 +130,9 @@ final class OutputChannel: @unchecked Sendable { // every mutable field is guard
     /// The same pipe, terminal or device as `fd` on a file description of its own with
     /// `O_NONBLOCK` (so the shell's description of it stays as it was), for the caller's writes;
     /// -1 when there is none: regular files (where a write may wait for the disk, and a second
-    /// description would have an offset of its own) and sockets, which the thread writes.
-    private let direct: Int32
+    /// description would have an offset of its own) and sockets, which the thread writes. Closed
+    /// by ``finish(until:)``, so that the reader then sees the end of a pipe as soon as `fd` closes.
+    private var direct: Int32
 
     private struct Entry {
         var bytes: [UInt8]
@@ -304,6 +305,10 @@ final class OutputChannel: @unchecked Sendable { // every mutable field is guard
         cond.broadcast()
         while head < entries.count || inFlight != nil, stats.outcome == .open {
             if !cond.wait(until: deadline) { break }
+        }
+        if direct >= 0 {
+            Glibc.close(direct)
+            direct = -1
         }
         if !final {
             final = true
