@@ -124,7 +124,7 @@ struct FusionIronCaseTests {
     func referenceFromATiltedStart() throws {
         let now = try handHeldHeading(seed: 28, seconds: 15, configuration: AttitudeFilter.Configuration())
         var slow = AttitudeFilter.Configuration()
-        slow.magneticDipRelearnTime = slow.magneticRelearnTime
+        slow.newFieldTime = 1e9
         let relearnedLate = try handHeldHeading(seed: 28, seconds: 15, configuration: slow)
         print("figure: reference from a tilted start, heading every 2.5 s: \(now.map { String(format: "%.1f", $0) }) (\(relearnedLate.map { String(format: "%.1f", $0) }) relearned after 10 s)")
         #expect(abs(relearnedLate[3]) > 8, "the case: the reference taken off, the heading 12° off until 10 s: \(relearnedLate)")

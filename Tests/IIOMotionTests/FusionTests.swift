@@ -434,7 +434,7 @@ struct FusionAccuracyTests {
     /// drift test above can fail.
     @Test func yawDriftWithoutBiasLearning() {
         var config = AttitudeFilter.Configuration()
-        config.learnsBias = false
+        config.biasLimit = 0  // no bias estimated
         let run = simulate(Trajectory(attitude: { _ in .one }), rate: 100, duration: 30, configuration: config)
         let drift = abs(run.yawError(run.points.last!) - run.yawError(run.after(5).first!)) / (25.0 / 60)
         #expect(drift > 10)
@@ -450,12 +450,8 @@ struct FusionAccuracyTests {
             TQ.euler(roll: 30 * sin(2 * .pi * 3 * t), pitch: 30 * cos(2 * .pi * 3 * t), yaw: 0)
         })
         var config = AttitudeFilter.Configuration()
-        config.learnsBias = false
+        config.biasLimit = 0  // no bias estimated
         config.accelerometerTimeConstant = 1e6
-        config.maximumAccelerometerTimeConstant = 1e6
-        config.startupTimeConstant = 1e6
-        config.correctionRateLimit = 0
-        config.accelerationRecoveryTime = .infinity
         let run = simulate(traj, rate: 200, duration: 30, model: .ideal, configuration: config)
         checkInvariants(run)
         var worst = 0.0
@@ -568,9 +564,6 @@ struct FusionAccuracyTests {
         var off = AttitudeFilter.Configuration()
         // Gravity not averaged (the time constant of one sample): each acceleration taken as gravity.
         off.accelerometerTimeConstant = 0.005
-        off.maximumAccelerometerTimeConstant = 0.005
-        off.startupTimeConstant = 0.005
-        off.correctionRateLimit = 0
         let unweighted = simulate(shake, rate: 200, duration: 10, configuration: off).rollPitchRMS(after: 3, until: 9)
         figure("shaking 0.5 g: roll/pitch RMS \(fmt(rms, 3))° (\(fmt(unweighted, 3))° without averaging), userAcceleration RMS error \(fmt(userErr, 4)) g")
         #expect(rms < 1)
@@ -690,7 +683,7 @@ struct FusionMagnetometerTests {
         }
         let learned = verticalError(.init())
         var off = AttitudeFilter.Configuration()
-        off.headingBiasNoise = .infinity
+        off.verticalBiasForgettingFactor = 0
         let unlearned = verticalError(off)
         figure("turning 30 °/s, north frame: bias about the vertical \(fmt(learned.bias, 4))°/s (\(fmt(unlearned.bias, 3))°/s not learned from the magnetometer), heading max \(fmt(learned.heading, 2))° (\(fmt(unlearned.heading, 2))°)")
         #expect(learned.bias < 0.02)
@@ -768,7 +761,7 @@ struct FusionMagnetometerTests {
         checkInvariants(run)
         let worst = run.after(2).map { abs(Run.headingError($0)) }.max()!
         var off = AttitudeFilter.Configuration()
-        off.magneticFieldTolerance = 100
+        off.magneticStrengthTolerance = 100
         off.magneticDipTolerance = 100
         let loose = simulate(traj, rate: 100, duration: 12, frame: .xMagneticNorthZVertical, field: Self.field, configuration: off)
         let looseWorst = loose.after(2).map { abs(Run.headingError($0)) }.max()!
@@ -802,7 +795,7 @@ struct FusionMagnetometerTests {
             }.max()!
         }
         var off = AttitudeFilter.Configuration()
-        off.tiltLeak = 0
+        off.accelerometerTimeConstant = 0.5
         for seed: UInt64 in 1...2 {
             let held = worst(.init(), seed: seed), free = worst(off, seed: seed)
             figure("car holder pulling away 0.25 g, seed \(seed): heading max \(fmt(held, 2))° (\(fmt(free, 2))° without tiltLeak)")

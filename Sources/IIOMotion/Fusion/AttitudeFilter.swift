@@ -156,6 +156,8 @@ struct AttitudeFilter: Sendable {
 
     private var firstSampleTime: Double?
     private var lastTimestamp = 0.0
+    /// The yaw of the first estimate before the arbitrary frames' offset (radians).
+    private var startYaw = 0.0
     /// Device → almost inertial frame (the gyroscope) and almost inertial → E (the inclination).
     private var gyroQuaternion = Quaternion.identity
     private var inclination = Quaternion.identity
@@ -180,6 +182,8 @@ struct AttitudeFilter: Sendable {
     private var reference: (strength: Double, dip: Double)?
     private var candidate = (strength: 0.0, dip: 0.0)
     private var candidateTime = 0.0
+    /// Whether the reference is the first field seen, not yet confirmed.
+    private var provisional = false
     private var undisturbedTime = 0.0
     private var isDisturbed = true
     private var rejectionTime = 0.0
@@ -232,6 +236,7 @@ struct AttitudeFilter: Sendable {
                     // learned again and the heading converges afresh.
                     appliedCalibration = (cal.offset, cal.softIron)
                     reference = nil
+                    provisional = false
                     isDisturbed = true
                     candidateTime = 0
                     rejectionTime = 0
@@ -271,6 +276,8 @@ struct AttitudeFilter: Sendable {
             isInitialized = true
             lastTimestamp = timestamp
             correctInclination(specific: f, dt: 0)
+            // Arbitrary frames start at yaw 0.
+            startYaw = Attitude(quaternion: inclination.multiplied(by: gyroQuaternion)).yaw
             if usesMagnetometer { correctHeading(at: timestamp, stepStart: timestamp, step: .zero) }
             quaternion = output()
             return estimate(timestamp: timestamp, rawRate: raw, measured: measured)
@@ -293,7 +300,10 @@ struct AttitudeFilter: Sendable {
         coefficients.update(timeConstant: configuration.accelerometerTimeConstant, dt: dt)
         restCoefficients.update(timeConstant: configuration.restFilterTimeConstant, dt: dt)
 
-        // 1. The gyroscope.
+        // 1. The gyroscope: each sample's rate, less the bias, over the step that ends at it (as
+        // VQF does; on the BROAD recordings a parabola through three samples, or the midpoint of
+        // two, both put the rate half a step later than the sensor does and cost 0.15° of
+        // inclination).
         let stepStart = timestamp - dt
         let step = dt * (raw - gyroBias)
         let angle = step.length
@@ -445,7 +455,7 @@ struct AttitudeFilter: Sendable {
         } else {
             rejectionTime = max(rejectionTime - Self.rejectionFactor * dt, 0)
         }
-        if initialGain > 0 {
+        if initialGain > 0, !isDisturbed || reference == nil {
             k = max(k, initialGain)
             initialGain = initialGain / (initialGain + 1)
             if initialGain * configuration.magnetometerTimeConstant < max(dt, 1e-3) { initialGain = 0 }
@@ -466,6 +476,14 @@ struct AttitudeFilter: Sendable {
             fieldFilter = LowPass()
         }
         let kRef = dt > 0 ? 1 - exp(-dt / Self.referenceTimeConstant) : 0
+        if reference == nil, !provisional {
+            // The first field is the reference until a consistent one replaces it (after
+            // ``Configuration/firstFieldTime``): a disturbance at the start is rejected too.
+            reference = (now.x, now.y)
+            candidate = (now.x, now.y)
+            provisional = true
+            isDisturbed = false
+        }
         if var r = reference {
             if abs(now.x - r.strength) < c.magneticStrengthTolerance * r.strength, abs(now.y - r.dip) < c.magneticDipTolerance {
                 undisturbedTime += dt
@@ -481,11 +499,12 @@ struct AttitudeFilter: Sendable {
             }
         }
         if abs(now.x - candidate.strength) < c.magneticStrengthTolerance * candidate.strength, abs(now.y - candidate.dip) < c.magneticDipTolerance {
-            if restGyroFilter.value.length >= Self.newFieldMinimumRate || reference == nil { candidateTime += dt }
+            if restGyroFilter.value.length >= Self.newFieldMinimumRate || provisional { candidateTime += dt }
             candidate.strength += kRef * (now.x - candidate.strength)
             candidate.dip += kRef * (now.y - candidate.dip)
-            if isDisturbed, candidateTime >= (reference == nil ? c.firstFieldTime : c.newFieldTime) {
+            if isDisturbed, candidateTime >= (provisional ? c.firstFieldTime : c.newFieldTime) {
                 reference = candidate
+                provisional = false
                 isDisturbed = false
                 undisturbedTime = Self.minimumUndisturbedTime
             }
@@ -530,9 +549,9 @@ struct AttitudeFilter: Sendable {
             // East-north-up turned by the heading correction, then to north-west-up (x north).
             heading = delta - .pi / 2
         case .xArbitraryCorrectedZVertical:
-            heading = delta - (arbitraryOffset ?? delta)
+            heading = delta - (arbitraryOffset ?? delta) - startYaw
         default:
-            heading = 0
+            heading = -startYaw
         }
         guard heading != 0 else { return six }
         return Quaternion(axis: Vector3(0, 0, 1), angle: heading).multiplied(by: six).normalized
