@@ -232,15 +232,13 @@ struct AttitudeFilter: Sendable {
                         appliedCalibration = (cal.offset, cal.softIron)
                     }
                 } else {
-                    // The first fit: the heading so far followed the raw field; its reference is
-                    // learned again and the heading converges afresh.
+                    // The first fit: the field's reference is learned again from the calibrated
+                    // field (provisionally, as at the start); the heading moves to it at the
+                    // heading correction's pace, not at once: a first fit is rough.
                     appliedCalibration = (cal.offset, cal.softIron)
                     reference = nil
                     provisional = false
-                    isDisturbed = true
                     candidateTime = 0
-                    rejectionTime = 0
-                    initialGain = 1
                 }
                 m = calibrated
             }
