@@ -72,7 +72,7 @@ package enum FusionEntryPoints {
             switch s.sensor {
             case 0: fusion.add(accelerometer: AccelerometerData(timestamp: s.timestamp, acceleration: Acceleration(x: s.x, y: s.y, z: s.z)), emit: emit)
             case 1: fusion.add(gyro: GyroData(timestamp: s.timestamp, rotationRate: RotationRate(x: s.x, y: s.y, z: s.z)), emit: emit)
-            default: fusion.add(magnetometer: MagnetometerData(timestamp: s.timestamp, magneticField: MagneticField(x: s.x, y: s.y, z: s.z)))
+            default: fusion.add(magnetometer: MagnetometerData(timestamp: s.timestamp, magneticField: MagneticField(x: s.x, y: s.y, z: s.z)), emit: emit)
             }
         }
         fusion.flush(emit: emit)
