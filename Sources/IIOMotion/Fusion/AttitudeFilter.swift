@@ -221,6 +221,9 @@ struct AttitudeFilter: Sendable {
         if let offset = configuration.hardIronOffset {
             m = m - Vector3(offset)
         } else if configuration.calibratesMagnetometer {
+            // The filter alone learns its own calibration; in ``DeviceMotionFusion`` it holds the
+            // feed's `applying` copy, which takes nothing here.
+            magnetometerCalibration.add(m)
             let cal = magnetometerCalibration
             if cal.isCalibrated {
                 let calibrated = cal.calibrated(m)
