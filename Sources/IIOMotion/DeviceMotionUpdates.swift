@@ -83,7 +83,7 @@ final class DeviceMotionEngine: Sendable {
             switch feed {
             case .accelerometer(let samples): for s in samples { f!.add(accelerometer: s, emit: take) }
             case .gyroscope(let samples): for s in samples { f!.add(gyro: s, emit: take) }
-            case .magnetometer(let samples): for s in samples { f!.add(magnetometer: s) }
+            case .magnetometer(let samples): for s in samples { f!.add(magnetometer: s, emit: take) }
             }
         }
         guard let newest else { return }

@@ -34,6 +34,10 @@ struct DeviceMotionFusion: Sendable {
     private var feed = CalibrationFeed()
     /// What ``feed`` holds while it is out being fed (shared, never changed).
     private static let idleFeed = CalibrationFeed()
+    /// For a frame that uses the magnetometer: the gyroscope's pairs and the field samples
+    /// waiting to be merged in timestamp order (see ``TimestampMerge``).
+    private var merge: TimestampMerge
+    private static let idleMerge = TimestampMerge(holds: false)
 
     /// - Parameters:
     ///   - referenceFrame: the frame attitudes are given in; one that needs a magnetometer
@@ -51,6 +55,7 @@ struct DeviceMotionFusion: Sendable {
         self.aligner = aligner
         self.filter = AttitudeFilter(referenceFrame: referenceFrame, configuration: configuration)
         self.filter.magnetometerCalibration = feed.learner.applying
+        self.merge = TimestampMerge(holds: referenceFrame.needsMagnetometer)
     }
 
     /// The magnetometer's calibration learned so far (to save with ``MagnetometerCalibrationStore``),
@@ -80,13 +85,15 @@ struct DeviceMotionFusion: Sendable {
             timestamp: sample.timestamp,
             acceleration: Self.coreMotionAcceleration(sample.acceleration, from: units))
         var filter = self.filter
-        var feed = self.feed
-        self.feed = Self.idleFeed  // `feed` alone holds the samples: no copy when they change
+        var feed = self.feed, merge = self.merge
+        self.feed = Self.idleFeed  // `feed` and `merge` alone hold the samples: no copy when they change
+        self.merge = Self.idleMerge
         aligner.add(accelerometer: converted) { pair in
-            Self.fuse(pair, filter: &filter, feed: &feed, emit: emit)
+            Self.merged(pair, merge: &merge, filter: &filter, feed: &feed, emit: emit)
         }
         self.filter = filter
         self.feed = feed
+        self.merge = merge
     }
 
     /// Adds a gyroscope sample.
@@ -95,13 +102,15 @@ struct DeviceMotionFusion: Sendable {
     ///   - emit: receives the estimates completed.
     mutating func add(gyro sample: GyroData, emit: (DeviceMotion) -> Void) {
         var filter = self.filter
-        var feed = self.feed
-        self.feed = Self.idleFeed  // `feed` alone holds the samples: no copy when they change
+        var feed = self.feed, merge = self.merge
+        self.feed = Self.idleFeed  // `feed` and `merge` alone hold the samples: no copy when they change
+        self.merge = Self.idleMerge
         aligner.add(gyro: sample) { pair in
-            Self.fuse(pair, filter: &filter, feed: &feed, emit: emit)
+            Self.merged(pair, merge: &merge, filter: &filter, feed: &feed, emit: emit)
         }
         self.filter = filter
         self.feed = feed
+        self.merge = merge
     }
 
     /// One pair through the filter: the magnetometer samples the gyroscope has reached first,
@@ -119,9 +128,48 @@ struct DeviceMotionFusion: Sendable {
     /// after its time on.
     /// - Parameter sample: the sample.
     mutating func add(magnetometer sample: MagnetometerData) {
-        // The magnetometer is read in refills of its own: a sample may arrive before the
-        // gyroscope samples of its time or after them. One newer than the last estimate waits
-        // for the gyroscope to reach its time; one older is turned with the device from its time
+        queueField(sample)
+    }
+
+    /// Adds a magnetometer sample (µT in both units), handing `emit` the estimates it completes:
+    /// in a frame that uses the magnetometer, the gyroscope's samples wait for the field's up to
+    /// their time (``TimestampMerge``), and this sample may be the one they waited for. Without
+    /// `emit` (``add(magnetometer:)``), they go with the next gyroscope or accelerometer sample,
+    /// or ``flush(emit:)``.
+    mutating func add(magnetometer sample: MagnetometerData, emit: (DeviceMotion) -> Void) {
+        guard queueField(sample) else { return }
+        var filter = self.filter
+        var feed = self.feed, merge = self.merge
+        self.feed = Self.idleFeed  // `feed` and `merge` alone hold the samples: no copy when they change
+        self.merge = Self.idleMerge
+        Self.release(merge: &merge, filter: &filter, feed: &feed, emit: emit)
+        self.filter = filter
+        self.feed = feed
+        self.merge = merge
+    }
+
+    /// The sample to the filter now, or queued for the merge (true: pairs may be released).
+    @discardableResult
+    private mutating func queueField(_ sample: MagnetometerData) -> Bool {
+        guard merge.holds else {
+            Self.applyField(sample, filter: &filter, feed: &feed)
+            return false
+        }
+        guard sample.timestamp.isFinite, sample.timestamp > merge.fieldHorizon else { return false }
+        merge.fieldHorizon = sample.timestamp
+        if merge.fields.isFull, let f = merge.fields.first {
+            // The field far ahead of the gyroscope: its oldest sample goes now.
+            merge.fields.removeFirst()
+            Self.applyField(f, filter: &filter, feed: &feed)
+        }
+        merge.fields.append(sample)
+        return true
+    }
+
+    /// A field sample to the filter and the calibration.
+    private static func applyField(_ sample: MagnetometerData, filter: inout AttitudeFilter, feed: inout CalibrationFeed) {
+        // A sample newer than the last estimate waits for the gyroscope to reach its time; one
+        // older (a pair released without waiting for it) is turned with the device from its time
         // to the estimate's. Either way the filter compares it with the attitude of one time.
         if !feed.queueUpcoming(sample) {
             if let (turn, to) = feed.turnSince(sample.timestamp) {
@@ -133,17 +181,63 @@ struct DeviceMotionFusion: Sendable {
         if feed.add(sample) { filter.magnetometerCalibration = feed.learner.applying }
     }
 
+    /// A pair from the aligner: straight to the filter, or held until the field samples up to its
+    /// time have arrived.
+    private static func merged(_ pair: SampleAligner.Pair, merge: inout TimestampMerge, filter: inout AttitudeFilter,
+                               feed: inout CalibrationFeed, emit: (DeviceMotion) -> Void) {
+        guard merge.holds else {
+            fuse(pair, filter: &filter, feed: &feed, emit: emit)
+            return
+        }
+        if merge.pairs.isFull, let p = merge.pairs.first {
+            // Held too long (no field sample for TimestampMerge.pairLimit pairs): it goes now.
+            merge.pairs.removeFirst()
+            fieldsUpTo(p.timestamp, merge: &merge, filter: &filter, feed: &feed)
+            fuse(p, filter: &filter, feed: &feed, emit: emit)
+        }
+        merge.pairs.append(pair)
+        merge.pairHorizon = max(merge.pairHorizon, pair.timestamp)
+        release(merge: &merge, filter: &filter, feed: &feed, emit: emit)
+    }
+
+    /// The held pairs whose time the field samples have reached (or that waited longer than
+    /// ``TimestampMerge/maximumHold`` of the gyroscope's time), each after the field samples up to it.
+    private static func release(merge: inout TimestampMerge, filter: inout AttitudeFilter, feed: inout CalibrationFeed,
+                                emit: (DeviceMotion) -> Void) {
+        while let p = merge.pairs.first,
+              p.timestamp <= merge.fieldHorizon || merge.pairHorizon - p.timestamp > TimestampMerge.maximumHold {
+            merge.pairs.removeFirst()
+            fieldsUpTo(p.timestamp, merge: &merge, filter: &filter, feed: &feed)
+            fuse(p, filter: &filter, feed: &feed, emit: emit)
+        }
+    }
+
+    private static func fieldsUpTo(_ time: Double, merge: inout TimestampMerge, filter: inout AttitudeFilter, feed: inout CalibrationFeed) {
+        while let f = merge.fields.first, f.timestamp <= time {
+            merge.fields.removeFirst()
+            applyField(f, filter: &filter, feed: &feed)
+        }
+    }
+
     /// Sends out the gyroscope samples still waiting for acceleration (when updates stop).
     /// - Parameter emit: receives the estimates completed.
     mutating func flush(emit: (DeviceMotion) -> Void) {
         var filter = self.filter
-        var feed = self.feed
-        self.feed = Self.idleFeed  // `feed` alone holds the samples: no copy when they change
+        var feed = self.feed, merge = self.merge
+        self.feed = Self.idleFeed  // `feed` and `merge` alone hold the samples: no copy when they change
+        self.merge = Self.idleMerge
         aligner.flush { pair in
-            Self.fuse(pair, filter: &filter, feed: &feed, emit: emit)
+            Self.merged(pair, merge: &merge, filter: &filter, feed: &feed, emit: emit)
+        }
+        // Every pair still held goes now, each after the field samples up to its time.
+        while let p = merge.pairs.first {
+            merge.pairs.removeFirst()
+            Self.fieldsUpTo(p.timestamp, merge: &merge, filter: &filter, feed: &feed)
+            Self.fuse(p, filter: &filter, feed: &feed, emit: emit)
         }
         self.filter = filter
         self.feed = feed
+        self.merge = merge
     }
 }
 
@@ -252,9 +346,22 @@ struct CalibrationFeed: Sendable {
     mutating func add(_ sample: MagnetometerData) -> Bool {
         let v = Vector3(sample.magneticField)
         guard v.isFinite, sample.timestamp.isFinite else { return false }
+        if let t = lastFieldTime, sample.timestamp > t {
+            // The calibration is fitted again at most every ``refitPeriod`` of the magnetometer's
+            // time, whatever its rate (issue O2 c: at 286 Hz a refit every 40 samples cost 245 µs
+            // per sample on average).
+            fieldInterval += 0.05 * (min(sample.timestamp - t, 1) - fieldInterval)
+            learner.refitEvery = max(40, Int(Self.refitPeriod / max(fieldInterval, 1e-4)))
+        }
+        lastFieldTime = sample.timestamp
         pending.append((sample.timestamp, v))
         return learn()
     }
+
+    /// Seconds of magnetometer time between refits of the calibration, at most.
+    static let refitPeriod = 2.0
+    private var lastFieldTime: Double?
+    private var fieldInterval = 0.0125
 
     /// Notes an estimate's gravity, then learns from the samples now behind it; returns whether
     /// the calibration changed. `biasCovariance`: that of the gyroscope bias the estimate's rate
@@ -320,6 +427,35 @@ struct CalibrationFeed: Sendable {
     }
 }
 
+/// The gyroscope's pairs and the magnetometer's samples merged in timestamp order, so that device
+/// motion is a function of the samples and their timestamps, not of how the devices' refills
+/// interleave (issue O2): a pair waits until a field sample at or after its time has arrived
+/// (the magnetometer's stream has passed it), then goes after the field samples up to its time.
+/// A pair goes without waiting once the gyroscope is ``maximumHold`` ahead of it (a magnetometer
+/// that stopped or lags that much), or when ``pairLimit`` are held; a field sample far ahead goes
+/// when ``fieldLimit`` are held. The price is latency: an estimate waits for the magnetometer's
+/// refill that covers its time. Only in frames that use the magnetometer.
+struct TimestampMerge: Sendable {
+    /// Seconds of gyroscope time a pair waits at most for the field.
+    static let maximumHold = 0.5
+    /// Pairs held at most (0.5 s at 4 kHz) and field samples.
+    static let pairLimit = 2048
+    static let fieldLimit = 256
+
+    let holds: Bool
+    var pairs: BoundedQueue<SampleAligner.Pair>
+    var fields: BoundedQueue<MagnetometerData>
+    /// The newest field sample's time, and the newest pair's.
+    var fieldHorizon = -Double.infinity
+    var pairHorizon = -Double.infinity
+
+    init(holds: Bool) {
+        self.holds = holds
+        pairs = BoundedQueue(limit: holds ? Self.pairLimit : 0)
+        fields = BoundedQueue(limit: holds ? Self.fieldLimit : 0)
+    }
+}
+
 /// A first-in, first-out queue of at most `limit` elements (when full, the oldest goes), in one
 /// array reserved once: taking the first moves a start index, and the array is compacted only
 /// when its reserved capacity is reached, so nothing allocates per element.
@@ -336,6 +472,9 @@ struct BoundedQueue<Element: Sendable>: Sendable {
 
     /// The oldest element, if any.
     var first: Element? { start < items.count ? items[start] : nil }
+
+    /// Whether `limit` elements are kept (the next append drops the oldest).
+    var isFull: Bool { items.count - start >= limit }
 
     /// Adds `element` as the newest, dropping the oldest when `limit` are kept.
     mutating func append(_ element: Element) {

@@ -30,43 +30,22 @@ package enum FusionEntryPoints {
                             magnetometerDelay: Double = 0, emit: (DeviceMotion) -> Void) {
         var c = AttitudeFilter.Configuration()
         for (k, v) in overrides {
+            // Development only (FUSION_PARAMS): the filter's parameters by name, in the units of
+            // their documentation (seconds, degrees, degrees per second, g).
+            let deg = Double.pi / 180
             switch k {
-            case "tau": c.accelerometerTimeConstant = v
-            case "taumax": c.maximumAccelerometerTimeConstant = v
-            case "resid": c.accelerationResidual = v * .pi / 180
-            case "gate": c.biasGate = v
-            case "b0": c.initialBiasDeviation = v * .pi / 180
-            case "walk": c.biasRandomWalk = v * .pi / 180
-            case "win": c.biasWindow = v
-            case "mn": c.biasMotionNoise = v * .pi / 180
-            case "qn": c.quietMotionNoise = v * .pi / 180
-            case "linsat": c.linearNoiseSaturation = v
-            case "rdev": c.restGyroDeviation = v * .pi / 180
-            case "rwin": c.restWindow = v
-            case "rtau": c.restFilterTimeConstant = v
-            case "rn": c.restNoise = v * .pi / 180
-            case "learn": c.learnsBias = v != 0
-            case "remove": c.removesBiasResponse = v != 0
-            case "rectime": c.accelerationRecoveryTime = v
-            case "cap0": c.correctionRateLimit = v * .pi / 180
-            case "capk": c.correctionRateLimitPerBiasDeviation = v
-            case "capshare": c.limitedShare = v
-            case "reclen": c.recoveryLengthShare = v
-            case "cone": c.conesRotation = v != 0
-            case "held": c.heldWeight = v
-            case "held6": c.heldWeightWithoutMagnetometer = v
-            case "rangle": c.restAngleDeviation = v * .pi / 180
-            case "tilt0": c.initialTiltDeviation = v * .pi / 180
-            case "recangle": c.recoveryAngle = v * .pi / 180
-            case "mag": c.magnetometerGain = v
-            case "hres": c.headingResidual = v * .pi / 180
-            case "taum": c.maximumMagnetometerTimeConstant = v
-            case "hn": c.headingBiasNoise = v * .pi / 180
-            case "hclip": c.headingBiasClip = v
+            case "tauAcc": c.accelerometerTimeConstant = v
+            case "tauMag": c.magnetometerTimeConstant = v
+            case "biasInit": c.initialBiasDeviation = v * deg
+            case "biasForget": c.biasForgettingTime = v
+            case "biasMotion": c.biasMotionNoise = v * deg
+            case "biasVertical": c.verticalBiasForgettingFactor = v
+            case "biasRest": c.biasRestNoise = v * deg
+            case "restTime": c.restMinimumDuration = v
+            case "restGyro": c.restGyroThreshold = v * deg
+            case "restAcc": c.restAccelerationThreshold = v
+            case "magNew": c.newFieldTime = v
             case "magcal": c.calibratesMagnetometer = v != 0
-            case "rcap": c.restTurnDeviation = v * .pi / 180
-            case "turn": c.turnNoise = v
-            case "leak": c.tiltLeak = v
             default: break
             }
         }
@@ -93,7 +72,7 @@ package enum FusionEntryPoints {
             switch s.sensor {
             case 0: fusion.add(accelerometer: AccelerometerData(timestamp: s.timestamp, acceleration: Acceleration(x: s.x, y: s.y, z: s.z)), emit: emit)
             case 1: fusion.add(gyro: GyroData(timestamp: s.timestamp, rotationRate: RotationRate(x: s.x, y: s.y, z: s.z)), emit: emit)
-            default: fusion.add(magnetometer: MagnetometerData(timestamp: s.timestamp, magneticField: MagneticField(x: s.x, y: s.y, z: s.z)))
+            default: fusion.add(magnetometer: MagnetometerData(timestamp: s.timestamp, magneticField: MagneticField(x: s.x, y: s.y, z: s.z)), emit: emit)
             }
         }
         fusion.flush(emit: emit)
@@ -125,5 +104,36 @@ package enum FusionEntryPoints {
             best = min(best, (clock() - start) / Double(max(times.count, 1)) * 1e9)
         }
         return (best, checksum)
+    }
+
+    /// The whole of device motion (``DeviceMotionFusion``: aligner, magnetometer merge and
+    /// calibration feed, filter) over `samples` in their order: nanoseconds per gyroscope sample
+    /// (the best of `repeats` runs), and the longest single call in that run (the calibration's
+    /// refits run inside a magnetometer sample's call).
+    package static func fusionCost(_ samples: [Sample], frame: AttitudeReferenceFrame, repeats: Int,
+                                   clock: () -> Double) -> (nanoseconds: Double, longestCall: Double, checksum: Double) {
+        var best = Double.infinity, longest = 0.0, checksum = 0.0
+        let gyros = Double(max(1, samples.filter { $0.sensor == 1 }.count))
+        for _ in 0..<max(1, repeats) {
+            var fusion = DeviceMotionFusion(referenceFrame: frame, units: .coreMotion)
+            var worst = 0.0
+            var sum = 0.0
+            let start = clock()
+            for s in samples {
+                let t0 = clock()
+                switch s.sensor {
+                case 0: fusion.add(accelerometer: AccelerometerData(timestamp: s.timestamp, acceleration: Acceleration(x: s.x, y: s.y, z: s.z))) { sum += $0.attitude.quaternion.w }
+                case 1: fusion.add(gyro: GyroData(timestamp: s.timestamp, rotationRate: RotationRate(x: s.x, y: s.y, z: s.z))) { sum += $0.attitude.quaternion.w }
+                default:
+                    guard frame != .xArbitraryZVertical else { continue }
+                    fusion.add(magnetometer: MagnetometerData(timestamp: s.timestamp, magneticField: MagneticField(x: s.x, y: s.y, z: s.z))) { sum += $0.attitude.quaternion.w }
+                }
+                worst = max(worst, clock() - t0)
+            }
+            let elapsed = (clock() - start) / gyros * 1e9
+            if elapsed < best { best = elapsed; longest = worst * 1e9 }
+            checksum += sum
+        }
+        return (best, longest, checksum)
     }
 }
