@@ -34,7 +34,14 @@ public struct Locked<Value>: @unchecked Sendable { // every access to the value 
     /// - Throws: what `body` throws.
     @inlinable
     public func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
-        try storage.withLock(body)
+        // `body` is called here, not handed on to the storage: Swift 6.0 cannot pass a `sending`
+        // result through a second function ("returning task-isolated 'body' as a 'sending'
+        // result"), so the lock is taken and released around this call (as stdlib's `Mutex` does).
+        // The value's address stays valid while `storage` lives, which this call guarantees, and
+        // it is reached only under the mutex (what `sending` asks the caller to promise).
+        storage.lock()
+        defer { storage.unlock() }
+        return try body(&storage.value.pointee)
     }
 }
 
@@ -66,18 +73,24 @@ public final class LockStorage<Value>: ManagedBuffer<Value, pthread_mutex_t> {
         }
     }
 
+    /// The value's address; dereferenced only between ``lock()`` and ``unlock()``.
     @inlinable
-    func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
-        // The pointers stay valid while `self` lives, which this call guarantees; the value is
-        // reached only under the mutex (what `sending` asks the caller to promise).
-        let (value, mutex) = withUnsafeMutablePointers { (SendablePointer(pointer: $0), $1) }
-        let locked = pthread_mutex_lock(mutex)
+    var value: UnsafeMutablePointer<Value> {
+        withUnsafeMutablePointerToHeader { $0 }
+    }
+
+    /// Takes the mutex (stops the program if `pthread_mutex_lock` fails).
+    @inlinable
+    func lock() {
+        let locked = withUnsafeMutablePointerToElements { pthread_mutex_lock($0) }
         if locked != 0 { Self.lockFailed(locked) }
-        defer {
-            let unlocked = pthread_mutex_unlock(mutex)
-            if unlocked != 0 { Self.unlockFailed(unlocked) }
-        }
-        return try body(&value.pointer.pointee)
+    }
+
+    /// Releases the mutex (stops the program if `pthread_mutex_unlock` fails).
+    @inlinable
+    func unlock() {
+        let unlocked = withUnsafeMutablePointerToElements { pthread_mutex_unlock($0) }
+        if unlocked != 0 { Self.unlockFailed(unlocked) }
     }
 
     /// Stops the program: `pthread_mutex_lock` failed (`EDEADLK` in a debug build: a recursive
@@ -86,13 +99,6 @@ public final class LockStorage<Value>: ManagedBuffer<Value, pthread_mutex_t> {
     static func lockFailed(_ code: Int32) -> Never {
         if code == EDEADLK { preconditionFailure("Locked.withLock called recursively on one thread (EDEADLK)") }
         preconditionFailure("pthread_mutex_lock failed: errno \(code)")
-    }
-
-    /// The value's address, passed as the mutex's protection allows.
-    @usableFromInline
-    struct SendablePointer: @unchecked Sendable { // dereferenced only while the mutex is held
-        @usableFromInline let pointer: UnsafeMutablePointer<Value>
-        @inlinable init(pointer: UnsafeMutablePointer<Value>) { self.pointer = pointer }
     }
 
     @usableFromInline

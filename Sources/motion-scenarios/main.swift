@@ -29,12 +29,13 @@ func emit(_ fields: [(String, String)]) {
     fflush(nil)
 }
 
-/// Open descriptors, threads, and threads named like a capture (`iio:deviceN`) of this process.
+/// Open descriptors, threads, and the library's capture threads still running, of this process.
+/// Capture threads are counted by the library, not by name: a thread started by a capture thread
+/// (Dispatch's workers, with Swift 6.0) carries its name.
 func processCounts() -> (fds: Int, threads: Int, captureThreads: Int) {
     let fds = entries("/proc/self/fd").map { $0.count - 1 } ?? -1  // less opendir's own
     let tasks = entries("/proc/self/task") ?? []
-    let capture = tasks.filter { t in firstLine("/proc/self/task/\(t)/comm").hasPrefix("iio:device") }.count
-    return (fds, tasks.count, capture)
+    return (fds, tasks.count, ThreadEntryPoints.runningCaptureThreads)
 }
 
 /// Descriptors of this process open on an IIO device node (`/dev/iio:deviceN`).

@@ -123,7 +123,7 @@ struct FixtureTests {
     @Test("Validation: a scan index without a format")
     func indexWithoutFormat() throws {
         let f = fixture([Fixture.Channel(id: "accel_x", index: 0)])
-        let e = try #require(throws: Fixture.LoadError.self) { try f.validate() }
+        let e = try thrownError(Fixture.LoadError.self) { try f.validate() }
         #expect(e.description == "iio:device0 (dev): channel accel_x has a scan index but no format")
     }
 
@@ -131,14 +131,14 @@ struct FixtureTests {
     func duplicateIndex() throws {
         let f = fixture([Fixture.Channel(id: "accel_x", index: 0, format: "le:s16/16>>0"),
                          Fixture.Channel(id: "accel_y", index: 0, format: "le:s16/16>>0")])
-        let e = try #require(throws: Fixture.LoadError.self) { try f.validate() }
+        let e = try thrownError(Fixture.LoadError.self) { try f.validate() }
         #expect(e.description == "iio:device0 (dev): channels accel_x and accel_y share scan index 0")
     }
 
     @Test("Validation: current_trigger names no trigger")
     func unknownTrigger() throws {
         let f = fixture([], currentTrigger: "ghost-dev0", triggers: [Fixture.Trigger(name: "real-dev0")])
-        let e = try #require(throws: Fixture.LoadError.self) { try f.validate() }
+        let e = try thrownError(Fixture.LoadError.self) { try f.validate() }
         #expect(e.description.contains("current_trigger \"ghost-dev0\""))
         // An empty current_trigger (none set) and a known one are fine.
         try fixture([], currentTrigger: "").validate()
@@ -148,7 +148,7 @@ struct FixtureTests {
     @Test("Validation: a bad scan format, and a scan element on a device without a buffer")
     func badFormatAndNoBuffer() throws {
         let bad = fixture([Fixture.Channel(id: "accel_x", index: 0, format: "le:s16/24>>0")])
-        let e = try #require(throws: Fixture.LoadError.self) { try bad.validate() }
+        let e = try thrownError(Fixture.LoadError.self) { try bad.validate() }
         #expect(e.description.contains("accel_x") && e.description.contains("storage bits"))
         let unbuffered = fixture([Fixture.Channel(id: "accel_x", index: 0, format: "le:s16/16>>0")], buffer: false)
         #expect(throws: Fixture.LoadError.self) { try unbuffered.validate() }
@@ -160,7 +160,7 @@ struct FixtureTests {
     func deviceNumberInMessage() throws {
         let ok = Fixture.Device(name: "a", channels: [])
         let bad = Fixture.Device(name: "b", channels: [Fixture.Channel(id: "accel_x", index: 0)], buffer: Fixture.Buffer(triggered: false))
-        let e = try #require(throws: Fixture.LoadError.self) { try Fixture(description: "", devices: [ok, bad]).validate() }
+        let e = try thrownError(Fixture.LoadError.self) { try Fixture(description: "", devices: [ok, bad]).validate() }
         #expect(e.description.hasPrefix("iio:device1 (b):"))
     }
 
@@ -169,12 +169,12 @@ struct FixtureTests {
         let dir = try TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
 
-        let missing = try #require(throws: Fixture.LoadError.self) { try Fixture.load(path: dir + "/none.json") }
+        let missing = try thrownError(Fixture.LoadError.self) { try Fixture.load(path: dir + "/none.json") }
         #expect(missing.description == "cannot read fixture file \(dir)/none.json")
 
         let garbage = dir + "/garbage.json"
         try Data("{ not json".utf8).write(to: URL(fileURLWithPath: garbage))
-        let g = try #require(throws: Fixture.LoadError.self) { try Fixture.load(path: garbage) }
+        let g = try thrownError(Fixture.LoadError.self) { try Fixture.load(path: garbage) }
         #expect(g.description.hasPrefix("\(garbage): not a valid fixture"))
 
         let noDevices = dir + "/nodevices.json"
@@ -186,7 +186,7 @@ struct FixtureTests {
         { "devices": [ { "name": "d", "buffer": {}, "channels": [
             { "id": "accel_x", "index": 1, "format": "le:s16/16>>0" }, { "id": "accel_y", "index": 1, "format": "le:s16/16>>0" } ] } ] }
         """.utf8).write(to: URL(fileURLWithPath: invalid))
-        let v = try #require(throws: Fixture.LoadError.self) { try Fixture.load(path: invalid) }
+        let v = try thrownError(Fixture.LoadError.self) { try Fixture.load(path: invalid) }
         #expect(v.description == "\(invalid): iio:device0 (d): channels accel_x and accel_y share scan index 1")
     }
 
@@ -219,7 +219,7 @@ struct FixtureTests {
 
     @Test("resolve: an unknown name lists what there is")
     func resolveUnknown() throws {
-        let e = try #require(throws: Fixture.LoadError.self) { try Fixture.resolve("no-such-imu") }
+        let e = try thrownError(Fixture.LoadError.self) { try Fixture.resolve("no-such-imu") }
         #expect(e.description.contains("no fixture named \"no-such-imu\""))
         #expect(e.description.contains("bmi160"))
         #expect(Fixture.available().contains { $0.name == "bmi160" && $0.path.hasSuffix("/bmi160.json") })

@@ -305,11 +305,11 @@ struct MotionParsingTests {
 
     @Test("Errors name the bad part")
     func messages() throws {
-        let unknown = try #require(throws: MotionScript.ParseError.self) { try MotionScript(parsing: "spin") }
+        let unknown = try thrownError(MotionScript.ParseError.self) { try MotionScript(parsing: "spin") }
         #expect(unknown.description.contains("spin"))
-        let option = try #require(throws: MotionScript.ParseError.self) { try MotionScript(parsing: "rotate:speed=3") }
+        let option = try thrownError(MotionScript.ParseError.self) { try MotionScript(parsing: "rotate:speed=3") }
         #expect(option.description.contains("speed"))
-        let number = try #require(throws: MotionScript.ParseError.self) { try MotionScript(parsing: "rotate:dps=fast") }
+        let number = try thrownError(MotionScript.ParseError.self) { try MotionScript(parsing: "rotate:dps=fast") }
         #expect(number.description.contains("dps=fast"))
     }
 }

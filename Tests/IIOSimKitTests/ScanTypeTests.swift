@@ -109,14 +109,14 @@ struct ScanTypeParsingTests {
 
     @Test("ParseError names the text and the reason")
     func errorMessage() throws {
-        let e = try #require(throws: ScanType.ParseError.self) { try ScanType(parsing: "le:s16/24>>0\n") }
+        let e = try thrownError(ScanType.ParseError.self) { try ScanType(parsing: "le:s16/24>>0\n") }
         #expect(e.text == "le:s16/24>>0")
         #expect(e.reason == "storage bits must be 8, 16, 32 or 64")
         #expect(e.description == "invalid scan type \"le:s16/24>>0\": storage bits must be 8, 16, 32 or 64")
 
-        let b = try #require(throws: ScanType.ParseError.self) { try ScanType(parsing: "BE:s16/16>>0") }
+        let b = try thrownError(ScanType.ParseError.self) { try ScanType(parsing: "BE:s16/16>>0") }
         #expect(b.reason == "endianness must be le or be")
-        let s = try #require(throws: ScanType.ParseError.self) { try ScanType(parsing: "le:u12/16>>5") }
+        let s = try thrownError(ScanType.ParseError.self) { try ScanType(parsing: "le:u12/16>>5") }
         #expect(s.reason == "bits + shift exceed storage bits")
     }
 

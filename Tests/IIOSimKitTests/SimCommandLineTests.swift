@@ -122,7 +122,7 @@ struct SimCommandLineTests {
     @Test("Usage errors say what is wrong")
     func messages() throws {
         func error(_ args: [String]) throws -> String {
-            try #require(throws: SimCommandLine.UsageError.self) { try SimCommandLine(arguments: args) }.description
+            try thrownError(SimCommandLine.UsageError.self) { try SimCommandLine(arguments: args) }.description
         }
         #expect(try error(["--", "x"]) == "--fixture NAME|PATH is required (see --list-fixtures)")
         #expect(try error(["--fixture", "b"]).hasPrefix("no COMMAND"))

@@ -288,12 +288,16 @@ struct SimulatorTreeTests {
         #expect(c.permissions(2, "id") == 0)      // name cros-ec-gyro is iio:device2
     }
 
-    @Test("Options naming a device the fixture lacks are rejected", arguments: [
+    /// Options that each name a device bmi160's fixture lacks. A property, not closures written in
+    /// `@Test(arguments:)`: Swift 6.0's compiler crashes expanding the macro over those.
+    static let unknownDeviceOptions: [SimulationOptions] = [
         options { $0.overrides = [("nope", "name", "x")] },
         options { $0.unreadable = [("iio:device1", "name")] },
         options { $0.unplug = [("bmi161", 1)] },
         options { $0.noIRQ = ["accel-display"] },
-    ] as [SimulationOptions])
+    ]
+
+    @Test("Options naming a device the fixture lacks are rejected", arguments: unknownDeviceOptions)
     func unknownDevice(o: SimulationOptions) throws {
         let f = try Fixture.load(path: TestSupport.fixturePath("bmi160"))
         #expect(throws: Fixture.LoadError.self) { try Simulator(fixture: f, root: "/nonexistent-root", options: o) }

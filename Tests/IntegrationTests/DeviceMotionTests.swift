@@ -100,10 +100,12 @@ struct DeviceMotionTests {
             try #require(r.status == 0, "\(r)")
         }
         let a = try Data(contentsOf: URL(fileURLWithPath: dir + "/a.csv"))
-        #expect(a == (try Data(contentsOf: URL(fileURLWithPath: dir + "/b.csv"))), "the same seed renders the same record")
+        let b = try Data(contentsOf: URL(fileURLWithPath: dir + "/b.csv"))
+        #expect(a == b, "the same seed renders the same record")
         let other = try SimHarness.run(truth, ["--render", "hand-held", "8", "\(dir)/c.csv", "10"], timeout: 60)
         try #require(other.status == 0, "\(other)")
-        #expect(a != (try Data(contentsOf: URL(fileURLWithPath: dir + "/c.csv"))), "another seed, another motion")
+        let c = try Data(contentsOf: URL(fileURLWithPath: dir + "/c.csv"))
+        #expect(a != c, "another seed, another motion")
         let rows = String(decoding: a, as: UTF8.self).split(separator: "\n").map { $0.split(separator: ",") }
         #expect(rows.first?.joined(separator: ",") == "timestamp,sensor,device,x,y,z")
         for sensor in ["accelerometer", "gyroscope", "attitude"] {

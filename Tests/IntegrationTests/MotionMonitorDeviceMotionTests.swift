@@ -127,8 +127,8 @@ struct MotionMonitorDeviceMotionTests {
         let all = lines(r)
         #expect(all.count == 10 && all.allSatisfy { $0.hasPrefix("deviceMotion   roll ") }, "\(r)")
         for line in all {
-            let heading = try #require(line.firstRange(of: "heading ").map { Double(line[$0.upperBound...].prefix { $0 != "°" }) } ?? nil,
-                                       "a heading: \(line)")
+            let label = try #require(line.firstRange(of: "heading "), "a heading: \(line)")
+            let heading = try #require(Double(line[label.upperBound...].prefix { $0 != "°" }), "a heading: \(line)")
             #expect(min(heading, 360 - heading) < 3, "\(line)")
         }
         let json = try run("sense-hat", ["--once", "--sensor", "motion", "--reference-frame", "north", "--json"])

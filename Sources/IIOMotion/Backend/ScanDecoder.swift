@@ -269,12 +269,13 @@ struct ScanDecoder {
     /// the handler's thread, and glibc gives such memory back to the kernel and faults it in
     /// again, page by page.
     @inline(__always)
-    static func refill<T>(_ samples: inout [T], count: Int, _ body: (UnsafeMutablePointer<T>) -> Void) {
+    static func refill<T: DecodedSample>(_ samples: inout [T], count: Int, _ body: (UnsafeMutablePointer<T>) -> Void) {
         if samples.capacity < count || samples.capacity > 2 * count {
             samples = []  // too small, or far bigger than refills are now: sized afresh below
         } else {
             samples.removeAll(keepingCapacity: true)
         }
+        #if compiler(>=6.2)
         samples.append(addingCapacity: count) { span in
             span.withUnsafeMutableBufferPointer { room, initialized in
                 guard let base = room.baseAddress else { return }  // count == 0
@@ -282,6 +283,16 @@ struct ScanDecoder {
                 initialized = count
             }
         }
+        #else
+        // No `append(addingCapacity:)` before Swift 6.2: the room is filled with zero samples
+        // first (in the storage kept above, uniquely held now, so nothing is allocated or
+        // copied), which `body` overwrites; the samples are plain values.
+        samples.append(contentsOf: repeatElement(T(timestamp: 0, x: 0, y: 0, z: 0), count: count))
+        samples.withUnsafeMutableBufferPointer { room in
+            guard let base = room.baseAddress else { return }  // count == 0
+            body(base)
+        }
+        #endif
     }
 
     /// The timestamps of `count` scans from `start`, seconds on `CLOCK_MONOTONIC`: the kernel's,

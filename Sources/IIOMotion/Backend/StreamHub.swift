@@ -31,7 +31,11 @@ final class StreamHub: Sendable {
     /// Makes the device captures: libiio's in production, scripted ones in unit tests.
     let makeCapture: CaptureFactory
 
+    #if compiler(>=6.2)
     private static let controlKey = DispatchSpecificKey<ObjectIdentifier>()
+    #else
+    private nonisolated(unsafe) static let controlKey = DispatchSpecificKey<ObjectIdentifier>()  // a key has no state (an identity); Dispatch marks it Sendable from Swift 6.2
+    #endif
 
     init(units: MotionUnits = .coreMotion, makeCapture: @escaping CaptureFactory = StreamHub.deviceCaptures) {
         self.units = units
