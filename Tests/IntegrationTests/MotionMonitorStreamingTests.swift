@@ -432,20 +432,19 @@ private enum Streams {
     static func compare(_ lines: [JSONReading], with r: Run, sensor: String, exact: Bool) throws {
         guard let device = lines.first?.device else { return }
         var stream = try streamed(sensor, device: device, in: r)
-        // A capture started for device motion alone restarts when motion-monitor's own consumers
-        // join it: what that first session streamed went to device motion before anything was
-        // printed. The printed lines start with a session's first sample: the one whose
-        // timestamp, moved to CLOCK_MONOTONIC as the library moves it, is the first line's (the
-        // sessions' starts are tens of milliseconds apart, a clock's offset is steady to well
-        // under one).
+        // A capture started for device motion alone is joined by motion-monitor's own consumers a
+        // moment later: what it streamed before they joined went to device motion before anything
+        // was printed. The printed lines start with the streamed sample whose timestamp, moved to
+        // CLOCK_MONOTONIC as the library moves it, is the first line's: at a session's start when
+        // the capture restarted for them (a queued consumer), within the session when they joined
+        // the running capture (consumers on the capture thread). From there, every streamed
+        // sample must be printed, in order.
         if let first = lines.first {
-            var starts: [(session: Int, error: Double)] = []
-            for sample in stream where starts.last?.session != sample.session {
-                guard let ns = sample.nanoseconds else { continue }
-                starts.append((sample.session, abs(Double(ns) * 1e-9 - offsetFromMonotonic(sample.clock) - first.timestamp)))
+            let errors = stream.map { s in
+                s.nanoseconds.map { abs(Double($0) * 1e-9 - offsetFromMonotonic(s.clock) - first.timestamp) } ?? .infinity
             }
-            if let start = starts.min(by: { $0.error < $1.error }), start.error < 5e-3, start.session > 0 {
-                stream.removeAll { $0.session < start.session }
+            if let best = errors.indices.min(by: { errors[$0] < errors[$1] }), errors[best] < 1e-3, best > 0 {
+                stream.removeFirst(best)
             }
         }
         if exact {
