@@ -15,7 +15,7 @@ struct PlotError: Error, Equatable {
     var status: Int32
 }
 
-/// One sensor of one device (of one board, in a `motion-collect` log), decimated as its rows
+/// One sensor (of one board, in a `motion-collect` log), decimated as its rows
 /// stream past: the samples fall into a fixed number of time buckets that keep, per axis, the
 /// smallest and largest value. When a sample lands past the last bucket, neighbouring buckets are
 /// merged pairwise and their width doubles, so a series of any length takes the same memory and
@@ -24,12 +24,14 @@ struct PlotSeries {
     /// The buckets a series keeps: at least twice the columns of any plot drawn from it.
     static let bucketCount = 8192
 
-    /// The `board` column (empty in a motion-monitor log), `sensor` and `device`.
+    /// The `board` column (empty in a motion-monitor log) and `sensor`.
     var board: String
     var sensor: String
-    var device: String
-    /// The bytes of `sensor,device` and of `board` as the rows have them (to match rows without
-    /// making strings).
+    /// The devices the rows came from, in order (more than one when a device went away and came
+    /// back under another index).
+    var devices: [String]
+    /// The bytes of `sensor` and `board` as the rows have them (to match rows without making
+    /// strings).
     var key: [UInt8] = []
     var boardKey: [UInt8] = []
     /// The timestamp of the first row: bucket 0 starts there.
@@ -42,7 +44,7 @@ struct PlotSeries {
     private(set) var high: [Double]
     /// Samples per bucket.
     private(set) var counts: [Int32]
-    /// Whether a gap (see ``isGap(_:)``) lies before the bucket's first sample.
+    /// Whether a gap (see ``isGap(_:period:)``) lies before the bucket's first sample.
     private(set) var gapBefore: [Bool]
     /// The first and last timestamp seen.
     private(set) var first: Double
@@ -63,7 +65,7 @@ struct PlotSeries {
     init(board: String, sensor: String, device: String, first t: Double) {
         self.board = board
         self.sensor = sensor
-        self.device = device
+        devices = [device]
         origin = t
         first = t
         last = t
@@ -76,7 +78,7 @@ struct PlotSeries {
 
     /// Whether a step between two rows is a gap (a device that went away, a logger that was
     /// stopped): more than half a second and more than 20 sampling periods.
-    func isGap(_ step: Double) -> Bool {
+    static func isGap(_ step: Double, period: Double?) -> Bool {
         step > 0.5 && step > 20 * (period ?? 0)
     }
 
@@ -86,7 +88,7 @@ struct PlotSeries {
         let step = t - last
         var gap = false
         if rows > 0 {
-            if isGap(step) {
+            if Self.isGap(step, period: period) {
                 gap = true
                 gaps += 1
             } else if step > 0 {
@@ -159,8 +161,11 @@ struct PlotReader {
     private(set) var series: [PlotSeries] = []
     /// Rows read over all files.
     private(set) var rows = 0
-    /// Which series the last row belonged to (rows come in batches of one sensor).
+    /// Which series the last row belonged to (rows come in batches of one sensor), and its labels.
     private var lastSeries = -1
+    private var lastSensor: [UInt8] = []
+    private var lastBoard: [UInt8] = []
+    private var lastDevice: [UInt8] = []
 
     /// The header of a motion-monitor log, and of a motion-collect log.
     static let header = Array(CSVFormat.header.utf8)
@@ -258,7 +263,7 @@ struct PlotReader {
         var found = 1
         var i = 0
         while i < count {
-            if p[i] == UInt8(ascii: ",") {
+            if p[i] == 0x2C { // ,
                 if found < 7 { cuts[found] = i + 1 }
                 found += 1
             }
@@ -277,10 +282,9 @@ struct PlotReader {
         let x = try number(p, cuts[f0 + 3], cuts[f0 + 4] - 1, "x", nullable: true, count: count, path: path, line: line)
         let y = try number(p, cuts[f0 + 4], cuts[f0 + 5] - 1, "y", nullable: true, count: count, path: path, line: line)
         let z = try number(p, cuts[f0 + 5], cuts[f0 + 6] - 1, "z", nullable: true, count: count, path: path, line: line)
-        // The sensor and device fields, with the comma between them, are the series' key.
-        let key = UnsafeBufferPointer(start: p + cuts[f0 + 1], count: cuts[f0 + 3] - 1 - cuts[f0 + 1])
-        let boardKey = UnsafeBufferPointer(start: p, count: board ? cuts[1] - 1 : 0)
-        let s = seriesIndex(key: key, board: boardKey, sensorLength: cuts[f0 + 2] - 1 - cuts[f0 + 1], t: t)
+        let s = seriesIndex(sensor: UnsafeBufferPointer(start: p + cuts[f0 + 1], count: cuts[f0 + 2] - 1 - cuts[f0 + 1]),
+                            device: UnsafeBufferPointer(start: p + cuts[f0 + 2], count: cuts[f0 + 3] - 1 - cuts[f0 + 2]),
+                            board: UnsafeBufferPointer(start: p, count: board ? cuts[1] - 1 : 0), t: t)
         series[s].add(t, x, y, z)
         rows += 1
     }
@@ -307,26 +311,30 @@ struct PlotReader {
     }
 
     /// The series of a row's labels: the last row's when they match (the common case: rows come
-    /// in batches), else found or made.
+    /// in batches), else found or made. A series is a sensor (of a board): motion-monitor reads
+    /// one device per sensor, and a device that came back under another index
+    /// (`--wait-for-device`) goes on in the same series.
     @inline(__always)
-    private mutating func seriesIndex(key: UnsafeBufferPointer<UInt8>, board: UnsafeBufferPointer<UInt8>, sensorLength: Int, t: Double) -> Int {
-        func matches(_ s: PlotSeries) -> Bool {
-            s.key.count == key.count && s.boardKey.count == board.count
-                && s.key.withUnsafeBufferPointer { memcmp($0.baseAddress!, key.baseAddress!, key.count) == 0 }
-                && (board.isEmpty || s.boardKey.withUnsafeBufferPointer { memcmp($0.baseAddress!, board.baseAddress!, board.count) == 0 })
+    private mutating func seriesIndex(sensor: UnsafeBufferPointer<UInt8>, device: UnsafeBufferPointer<UInt8>, board: UnsafeBufferPointer<UInt8>, t: Double) -> Int {
+        func same(_ a: [UInt8], _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+            a.count == b.count && (b.isEmpty || a.withUnsafeBufferPointer { memcmp($0.baseAddress!, b.baseAddress!, b.count) == 0 })
         }
-        if lastSeries >= 0 && matches(series[lastSeries]) { return lastSeries }
-        if let i = series.firstIndex(where: matches) {
-            lastSeries = i
-            return i
+        if lastSeries >= 0 && same(lastSensor, sensor) && same(lastBoard, board) && same(lastDevice, device) { return lastSeries }
+        var index = -1
+        for (i, s) in series.enumerated() where same(s.key, sensor) && same(s.boardKey, board) {
+            index = i
+            break
         }
-        let sensor = String(decoding: key.prefix(sensorLength), as: UTF8.self)
-        let device = String(decoding: key.dropFirst(sensorLength + 1), as: UTF8.self)
-        var made = PlotSeries(board: String(decoding: board, as: UTF8.self), sensor: sensor, device: device, first: t)
-        made.key = Array(key)
-        made.boardKey = Array(board)
-        series.append(made)
-        lastSeries = series.count - 1
-        return lastSeries
+        if index < 0 {
+            series.append(PlotSeries(board: String(decoding: board, as: UTF8.self), sensor: String(decoding: sensor, as: UTF8.self),
+                                     device: String(decoding: device, as: UTF8.self), first: t))
+            series[series.count - 1].key = Array(sensor)
+            series[series.count - 1].boardKey = Array(board)
+            index = series.count - 1
+        }
+        let name = String(decoding: device, as: UTF8.self)
+        if !series[index].devices.contains(name) { series[index].devices.append(name) }
+        (lastSeries, lastSensor, lastBoard, lastDevice) = (index, Array(sensor), Array(board), Array(device))
+        return index
     }
 }

@@ -127,7 +127,7 @@ struct PlotFigure {
         let step = niceStep((hi - lo) / 4)
         let valueBottom = (lo / step).rounded(.down) * step
         let valueTop = (hi / step).rounded(.up) * step
-        let title = (s.board.isEmpty ? "" : s.board + " · ") + s.sensor.prefix(1).uppercased() + s.sensor.dropFirst() + " · " + s.device
+        let title = (s.board.isEmpty ? "" : s.board + " · ") + s.sensor.prefix(1).uppercased() + s.sensor.dropFirst() + " · " + s.devices.joined(separator: ", ")
         var panel = Panel(title: title, units: units(s), left: left, top: top, width: width, height: height,
                           valueTop: valueTop, valueBottom: valueBottom, valueTicks: [], timeTicks: timeTicks, runs: [],
                           gaps: [], rows: s.rows, extremes: s.extremes)

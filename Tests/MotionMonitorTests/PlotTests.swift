@@ -93,7 +93,7 @@ struct PlotTests {
 
     /// A log of a known signal: x a sine, y a ramp, z constant but for one spike (one row
     /// between two others that the pixel columns must keep), at 100 Hz for `seconds`.
-    private func log(seconds: Double, start: Double = 1000, spikeAt: Double = 2.005, sensor: String = "accelerometer") -> (text: String, rows: [(t: Double, x: Double, y: Double, z: Double)]) {
+    private func log(seconds: Double, start: Double = 1000, spikeAt: Double = 2.005, sensor: String = "accelerometer", device: String = "iio:device0") -> (text: String, rows: [(t: Double, x: Double, y: Double, z: Double)]) {
         var text = CSVFormat.header + "\n"
         var rows: [(Double, Double, Double, Double)] = []
         let n = Int(seconds * 100)
@@ -103,7 +103,7 @@ struct PlotTests {
             let y = Double(i) / Double(n) - 0.5
             let z = abs(Double(i) / 100 - spikeAt) < 0.001 ? 3.25 : -1.0
             rows.append((t, x, y, z))
-            text += "\(CSVFormat.timestamp(t)),\(sensor),iio:device0,\(x),\(y),\(z)\n"
+            text += "\(CSVFormat.timestamp(t)),\(sensor),\(device),\(x),\(y),\(z)\n"
         }
         return (text, rows)
     }
@@ -136,17 +136,18 @@ struct PlotTests {
         #expect(xs.min()! >= PlotFigure.marginLeft && xs.max()! <= 1200 - PlotFigure.marginRight)
     }
 
-    @Test("A device that went away (a 5 s pause in the rows) is a gap: the lines break and it is shaded")
+    @Test("A device that went away (a 5 s pause in the rows) and came back under another index is a gap in one panel: the lines break and it is shaded")
     func gapIsAGap() throws {
         let dir = try Scratch()
         defer { dir.remove() }
         let before = log(seconds: 3)
-        let after = log(seconds: 3, start: 1008)
+        let after = log(seconds: 3, start: 1008, device: "iio:device1")
         try dir.write("ride.csv", before.text + after.text.dropFirst(CSVFormat.header.count + 1))
         #expect(plot([dir.file("ride.csv"), "-o", dir.file("out.svg")]) == 0)
         let svg = SVGContents.parse(try Data(contentsOf: URL(fileURLWithPath: dir.file("out.svg"))))
         let panel = try #require(svg.panels.first)
-        #expect(panel.gaps == 1)
+        #expect(svg.panels.count == 1 && panel.gaps == 1)
+        #expect(panel.attributes["data-title"] == "Accelerometer · iio:device0, iio:device1")
         for axis in ["x", "y", "z"] {
             let lines = panel.lines.filter { $0.axis == axis }
             #expect(lines.count == 2, "\(axis): \(lines.count) lines")
