@@ -70,9 +70,11 @@ enum Terminal {
 
     /// Makes stdin's terminal hand over each key as it is pressed, without echo (signals such as
     /// Ctrl-C and Ctrl-Z still work); the mode before is kept for ``restoreInput()``.
+    /// Only in the terminal's foreground: changing the mode from the background would stop the
+    /// process (SIGTTOU).
     /// - Returns: whether stdin is a terminal that now gives keys.
     static func takeKeys() -> Bool {
-        guard isatty(STDIN_FILENO) == 1 else { return false }
+        guard isatty(STDIN_FILENO) == 1, tcgetpgrp(STDIN_FILENO) == getpgrp() else { return false }
         var mode = termios()
         guard tcgetattr(STDIN_FILENO, &mode) == 0 else { return false }
         if !savedInputModeSet {
@@ -89,7 +91,7 @@ enum Terminal {
 
     /// Gives stdin's terminal back the mode it had before ``takeKeys()`` (line editing, echo).
     static func restoreInput() {
-        if savedInputModeSet { _ = tcsetattr(STDIN_FILENO, TCSANOW, savedInputMode) }
+        if savedInputModeSet, tcgetpgrp(STDIN_FILENO) == getpgrp() { _ = tcsetattr(STDIN_FILENO, TCSANOW, savedInputMode) }
     }
 }
 

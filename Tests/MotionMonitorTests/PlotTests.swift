@@ -75,7 +75,7 @@ private final class SVGContents: NSObject, XMLParserDelegate {
     }
 }
 
-@Suite("motion-monitor plot", .timeLimit(.minutes(2)))
+@Suite("motion-monitor plot", .timeLimit(.minutes(5)))
 struct PlotTests {
     /// Runs `plot` in-process; returns its status.
     private func plot(_ args: [String]) -> Int32 { Plot.main(arguments: args) }
@@ -237,13 +237,17 @@ struct PlotTests {
 
     /// 10 million rows streamed through a FIFO (no 600 MB file on disk): written by a thread of
     /// this test from a template of 1000 rows whose whole seconds are patched per block.
-    @Test("A log of 10 million rows plots in one pass within the time limit, its extremes kept", .timeLimit(.minutes(1)))
+    /// Under ThreadSanitizer (`scripts/test --tsan` sets IIOMOTION_TSAN) instrumented code is
+    /// several times slower: the same log, cut to a tenth, without the bound on the time.
+    private static let underThreadSanitizer = ProcessInfo.processInfo.environment["IIOMOTION_TSAN"] == "1"
+
+    @Test("A log of 10 million rows plots in one pass within the time limit, its extremes kept", .timeLimit(.minutes(4)))
     func tenMillionRows() throws {
         let dir = try Scratch()
         defer { dir.remove() }
         let fifo = dir.file("big.csv")
         #expect(mkfifo(fifo, 0o600) == 0)
-        let blocks = 10_000, perBlock = 1000
+        let blocks = Self.underThreadSanitizer ? 1_000 : 10_000, perBlock = 1000
         // Row i of a block: "SSSSSSSS.xx0000000,accelerometer,iio:device0,X,Y,Z" at 100 Hz, so a
         // block is 10 s; one row of one block holds the spike.
         var template: [UInt8] = []
@@ -251,10 +255,10 @@ struct PlotTests {
         for i in 0..<perBlock {
             secondsAt.append(template.count)
             let fraction = i % 100
-            template += Array("00000000.\(fraction < 10 ? "0" : "")\(fraction)0000000,accelerometer,iio:device0,".utf8)
+            template += Array("0000000\(i / 100).\(fraction < 10 ? "0" : "")\(fraction)0000000,accelerometer,iio:device0,".utf8)
             template += Array("\(["0.125", "-0.25", "0.5"][i % 3]),\(["1", "-1"][i % 2]),0.98\n".utf8)
         }
-        let spikeBlock = 7_777, spikeRow = 501
+        let spikeBlock = blocks * 7 / 9, spikeRow = 501
         let (rowTemplate, rowSeconds) = (template, secondsAt)
         let writer = Thread {
             let fd = open(fifo, O_WRONLY)
@@ -262,11 +266,17 @@ struct PlotTests {
             defer { close(fd) }
             var block = rowTemplate
             block.withUnsafeMutableBufferPointer { b in
+                var digits = [UInt8](repeating: 0, count: 7)
                 for k in 0..<blocks {
-                    for i in 0..<perBlock {
-                        var s = k * 10 + i / 100
-                        var at = rowSeconds[i] + 7
-                        while at >= rowSeconds[i] { b[at] = UInt8(ascii: "0") + UInt8(s % 10); s /= 10; at -= 1 }
+                    // The whole seconds are k * 10 + i / 100: the first seven digits are k's, the
+                    // last one is the template's.
+                    var n = k
+                    for d in (0..<7).reversed() {
+                        digits[d] = UInt8(ascii: "0") + UInt8(n % 10)
+                        n /= 10
+                    }
+                    digits.withUnsafeBufferPointer { d in
+                        for i in 0..<perBlock { (b.baseAddress! + rowSeconds[i]).update(from: d.baseAddress!, count: 7) }
                     }
                     var chunk: [UInt8] = k == 0 ? Array((CSVFormat.header + "\n").utf8) : []
                     if k == spikeBlock {
@@ -281,20 +291,28 @@ struct PlotTests {
             }
         }
         writer.start()
+        // The bound is on this thread's processor time (the reading and drawing), which the load
+        // of a shared machine does not stretch; the wall time is printed beside it.
+        func cpu() -> Double {
+            var ts = timespec()
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+            return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        }
         let clock = ContinuousClock()
-        let started = clock.now
+        let started = clock.now, cpuStarted = cpu()
         let (figure, _, rows) = try Plot.figure(Plot.parse([fifo]))
         let svg = PlotSVG.document(figure)
-        let elapsed = clock.now - started
+        let elapsed = clock.now - started, cpuUsed = cpu() - cpuStarted
         #expect(rows == blocks * perBlock)
         let panel = try #require(figure.panels.first)
         #expect(panel.extremes[0].low == -0.25 && panel.extremes[0].high == 0.5)
         #expect(panel.extremes[2].low == -7.5 && panel.extremes[2].high == 0.98, "the one-row spike is kept")
-        #expect(abs(figure.span - 99_999.99) < 1e-6)
+        #expect(abs(figure.span - (Double(blocks) * 10 - 0.01)) < 1e-6)
         // The spike reaches the bottom of the z line.
         let zs = panel.runs.filter { $0.axis == 2 }.flatMap { $0.points.map(\.y) }
         #expect(abs(zs.max()! - panel.y(-7.5)) < 1e-9 && svg.hasSuffix("</svg>\n"))
-        print("plot: 10 million rows (\(blocks * template.count / 1_000_000) MB) read and drawn in \(elapsed)")
-        #expect(elapsed < .seconds(40), "\(elapsed)")
+        print("plot: \(rows) rows (\(blocks * template.count / 1_000_000) MB) read and drawn in \(elapsed), \(cpuUsed) s of processor time")
+        // The debug build under test takes about 11 s of processor time (about 50 MB/s).
+        if !Self.underThreadSanitizer { #expect(cpuUsed < 30, "\(cpuUsed) s") }
     }
 }
