@@ -150,8 +150,16 @@ struct MotionMonitorLiveViewTests {
         }
         // The log: 7 s, less than the chart's 10 s, so the chart holds every sample of it.
         let text = try String(contentsOfFile: t.log, encoding: .utf8)
-        let log: [[Substring]] = text.split(separator: "\n").dropFirst().map { $0.split(separator: ",") }.filter { $0.count == 6 && $0[1] == "accelerometer" }
-        let values: [Double] = log.flatMap { row in row[3...5].compactMap { Double(String($0)) } }
+        var log: [[Substring]] = []
+        var values: [Double] = []
+        for line in text.split(separator: "\n").dropFirst() {
+            let fields: [Substring] = line.split(separator: ",")
+            guard fields.count == 6, fields[1] == "accelerometer" else { continue }
+            log.append(fields)
+            for field in fields[3...5] {
+                if let v = Double(String(field)) { values.append(v) }
+            }
+        }
         #expect(log.count > 500, "\(log.count) rows")
         guard labels.count == 2, let high = values.max(), let low = values.min() else {
             Issue.record("no chart scale in the final frame:\n\(all)")
