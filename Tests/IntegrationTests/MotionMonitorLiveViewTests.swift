@@ -172,6 +172,25 @@ struct MotionMonitorLiveViewTests {
         #expect(dots.first == true && dots.last == true, "\(rows.joined(separator: "\n"))")
     }
 
+    @Test("q ends the run as Ctrl-C does; the keys were read without echo, and line mode and echo are back after")
+    func quitKey() throws {
+        let t = try LiveRuns.Session(width: 80, height: 24, sim: ["--fixture", "bmi160"], monitor: ["--sensor", "accelerometer"])
+        defer { t.close() }
+        _ = try t.waitFor { $0.contains("h: history") && $0.contains(" samples") }
+        let tty = t.tmux(["display", "-p", "-t", t.name, "#{pane_tty}"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        func modes() throws -> Set<Substring> {
+            Set(try SimHarness.run("/bin/stty", ["-a", "-F", tty], timeout: 10).out.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == ";" }))
+        }
+        let during = try modes()
+        #expect(during.isSuperset(of: ["-icanon", "-echo", "isig"]), "keys one by one, no echo, Ctrl-C still a signal: \(during)")
+        t.keys("q")
+        let end = try t.waitFor { $0.contains("EXIT=") }
+        #expect(end.contains("EXIT=0"), "\(end)")
+        let after = try modes()
+        #expect(after.isSuperset(of: ["icanon", "echo", "isig"]), "\(after)")
+        #expect(t.cursorVisible == true)
+    }
+
     @Test("A garbage accelerometer scale: its panel and device motion's show the library's cause, the gyroscope streams, the run ends with 74")
     func brokenAttribute() throws {
         let t = try LiveRuns.Session(width: 100, height: 45, sim: ["--fixture", "bmi160", "--set", "iio:device0/in_accel_scale=garbage"],
