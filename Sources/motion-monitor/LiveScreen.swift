@@ -33,6 +33,8 @@ struct PanelModel: Equatable, Sendable {
     var measuredUpdates: Double?
     /// `Accelerometer encountered error: …`, once the sensor has stopped.
     var error: String?
+    /// The last seconds of every axis, when the view shows history instead of bars.
+    var history: HistoryChart?
 
     /// Samples received but never drawn.
     var coalesced: Int { max(0, samples - shown) }
@@ -70,9 +72,16 @@ struct ScreenModel: Equatable, Sendable {
     var motion: MotionPanelModel?
     /// Notices of the library (a polled fallback and why).
     var notes: [String] = []
+    /// Whether keys are read (stdin is the terminal): the title names them.
+    var keys = false
+    /// The sensors' panels show the history chart (key `h`) instead of bars.
+    var showHistory = false
+    /// The view is paused (space or `p`): the frame stays as it was.
+    var paused = false
 
     static func == (a: ScreenModel, b: ScreenModel) -> Bool {
         a.uri == b.uri && a.elapsed == b.elapsed && a.panels == b.panels && a.motion == b.motion && a.notes == b.notes
+            && a.keys == b.keys && a.showHistory == b.showHistory && a.paused == b.paused
             && a.log?.name == b.log?.name && a.log?.rows == b.log?.rows && a.log?.failure == b.log?.failure
     }
 }
@@ -137,6 +146,8 @@ enum LiveScreen {
         var out: [StyledLine] = []
         var title = StyledLine("motion-monitor", bold)
         title.add("  \(screen.uri)  \(clock(screen.elapsed))  Ctrl-C stops", dim)
+        if screen.keys { title.add(screen.showHistory ? "  h: bars" : "  h: history", dim); title.add("  space: pause", dim) }
+        if screen.paused { title.add("  PAUSED", style.color ? "7" : nil) }
         out.append(title)
         if let log = screen.log {
             var line = StyledLine("log ")
@@ -145,9 +156,20 @@ enum LiveScreen {
             if let failure = log.failure { line.add("  stopped: \(failure)", boldRed) }
             out.append(line)
         }
+        // History charts share what height the rest leaves: 2 to 10 rows each.
+        var chartRows = 0
+        if screen.showHistory {
+            let charts = screen.panels.filter { $0.history != nil && $0.device != nil }.count
+            if charts > 0 {
+                var others = out.count + (screen.notes.isEmpty ? 0 : 1 + screen.notes.count)
+                for panel in screen.panels { others += 1 + self.panel(panel, width: w, style: style, chartRows: 0).count }
+                if let motion = screen.motion { others += 1 + motionPanel(motion, width: w, style: style).count }
+                chartRows = min(10, max(2, (height - others) / charts))
+            }
+        }
         for panel in screen.panels {
             out.append(StyledLine())
-            out += self.panel(panel, width: w, style: style)
+            out += self.panel(panel, width: w, style: style, chartRows: chartRows)
         }
         if let motion = screen.motion {
             out.append(StyledLine())
@@ -166,7 +188,9 @@ enum LiveScreen {
     }
 
     /// One sensor's lines.
-    static func panel(_ p: PanelModel, width: Int, style: ScreenStyle) -> [StyledLine] {
+    /// - Parameter chartRows: with a ``PanelModel/history``, the history chart's height in lines
+    ///   (0: the history view's lines without the chart, to measure them); nil: bars.
+    static func panel(_ p: PanelModel, width: Int, style: ScreenStyle, chartRows: Int? = nil) -> [StyledLine] {
         let name = p.kind.rawValue.prefix(1).uppercased() + p.kind.rawValue.dropFirst()
         guard let device = p.device else {
             return [StyledLine(Report.missingMessage(p.kind), yellow)]
@@ -180,6 +204,22 @@ enum LiveScreen {
             lines += wrap(error, width: width - 2).map { StyledLine("  " + $0, boldRed) }
         }
         let values = p.latest.map { [$0.x, $0.y, $0.z] }
+        if let chartRows, let history = p.history {
+            // The newest values on one line, then the chart and its time axis.
+            var line = StyledLine(" ")
+            for (i, axis) in ["x", "y", "z"].enumerated() {
+                line.add(" \(axis) ", style.color ? axisColors[i] : nil)
+                line.add(values.map { Format.fixed($0[i], 4, sign: true) } ?? "—", p.error == nil ? bold : dim)
+            }
+            line.add(" " + p.unit)
+            lines.append(line)
+            if chartRows > 0 { lines += historyLines(history, rows: chartRows, width: width, style: style) }
+            lines.append(rates(p, width: width))
+            var counts = StyledLine("  \(p.samples) samples, \(p.coalesced) coalesced, ")
+            counts.add("\(p.lost.map(String.init) ?? "?") lost", (p.lost ?? 0) > 0 ? boldRed : nil)
+            lines.append(counts)
+            return lines
+        }
         for (i, axis) in ["x", "y", "z"].enumerated() {
             var line = StyledLine("  \(axis) ")
             let value = values.map { Format.fixed($0[i], 4, sign: true) } ?? "—"

@@ -42,6 +42,7 @@ enum Terminal {
                 let text: StaticString = "\u{1B}[0m\u{1B}[?25h\r\n"
                 _ = Glibc.write(STDOUT_FILENO, text.utf8Start, text.utf8CodeUnitCount)
             }
+            if savedInputModeSet { _ = tcsetattr(STDIN_FILENO, TCSANOW, savedInputMode) }
             let (original, pipe) = crashStderr
             if original >= 0 {
                 _ = dup2(original, STDERR_FILENO)
@@ -66,7 +67,39 @@ enum Terminal {
     }
 
     private static let crashSignals = [SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGFPE, SIGABRT, SIGQUIT]
+
+    /// Makes stdin's terminal hand over each key as it is pressed, without echo (signals such as
+    /// Ctrl-C and Ctrl-Z still work); the mode before is kept for ``restoreInput()``.
+    /// Only in the terminal's foreground: changing the mode from the background would stop the
+    /// process (SIGTTOU).
+    /// - Returns: whether stdin is a terminal that now gives keys.
+    static func takeKeys() -> Bool {
+        guard isatty(STDIN_FILENO) == 1, tcgetpgrp(STDIN_FILENO) == getpgrp() else { return false }
+        var mode = termios()
+        guard tcgetattr(STDIN_FILENO, &mode) == 0 else { return false }
+        if !savedInputModeSet {
+            savedInputMode.pointee = mode
+            savedInputModeSet = true
+        }
+        mode.c_lflag &= ~tcflag_t(ICANON | ECHO)
+        withUnsafeMutableBytes(of: &mode.c_cc) { cc in
+            cc[Int(VMIN)] = 1
+            cc[Int(VTIME)] = 0
+        }
+        return tcsetattr(STDIN_FILENO, TCSANOW, &mode) == 0
+    }
+
+    /// Gives stdin's terminal back the mode it had before ``takeKeys()`` (line editing, echo).
+    static func restoreInput() {
+        if savedInputModeSet, tcgetpgrp(STDIN_FILENO) == getpgrp() { _ = tcsetattr(STDIN_FILENO, TCSANOW, savedInputMode) }
+    }
 }
+
+/// stdin's terminal mode before the live view took its keys (restored on every exit, the crash
+/// handler's included), and whether it was saved. Written on the session's queue before the keys
+/// are taken, then only read.
+nonisolated(unsafe) private let savedInputMode = UnsafeMutablePointer<termios>.allocate(capacity: 1)
+nonisolated(unsafe) private var savedInputModeSet = false
 
 /// The actions the crash handler replaced, by signal number: filled before the handler is installed,
 /// only read by it (no allocation or lock in the handler: the global is initialised by then).
@@ -110,6 +143,10 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
     private var motionHistory: [(t: Double, n: Int)] = []
     /// Frames made (each offered to the terminal; a newer one may replace it before it is drawn).
     private(set) var framesDue = 0
+    /// Per panel (as ``ScreenModel/panels``): the last seconds of every sample, for the history chart.
+    private var rings: [HistoryRing]
+    /// Keys from stdin's terminal (nil when stdin is not one).
+    private var keySource: (any DispatchSourceRead)?
 
     /// - Parameters:
     ///   - queue: the session's queue.
@@ -133,6 +170,7 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         }
         screen = ScreenModel(uri: options.uri, elapsed: 0, log: log.map { ($0.name, 0, nil) }, panels: panels,
                              motion: motion.map { MotionPanelModel(frame: $0, interval: options.interval) })
+        rings = panels.map { _ in HistoryRing() }
     }
 
     /// How often the view is redrawn when no samples arrive: at least once a second.
@@ -150,6 +188,55 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         timer.setEventHandler { [weak self] in self?.drawIfDue(idle: true) }
         timer.resume()
         self.timer = timer
+        takeKeys()
+    }
+
+    /// Reads keys from stdin's terminal, if it is one: a read source on the session's queue, so a
+    /// key costs one wake-up and no key costs none.
+    private func takeKeys() {
+        guard Terminal.takeKeys() else { return }
+        screen.keys = true
+        guard keySource == nil else { return }
+        let source = DispatchSource.makeReadSource(fileDescriptor: STDIN_FILENO, queue: queue)
+        source.setEventHandler { [weak self] in
+            var bytes: (UInt64, UInt64) = (0, 0)
+            let n = withUnsafeMutableBytes(of: &bytes) { read(STDIN_FILENO, $0.baseAddress!, $0.count) }
+            guard n > 0 else {
+                // The terminal went away (or stdin ended): no more keys.
+                if n == 0 || (errno != EINTR && errno != EAGAIN) { self?.keySource?.cancel() }
+                return
+            }
+            withUnsafeBytes(of: &bytes) { b in for k in b.prefix(n) { self?.key(k) } }
+        }
+        source.resume()
+        keySource = source
+    }
+
+    /// A key: `h` switches between bars and history, space or `p` pauses and goes on, `q` ends
+    /// the run as Ctrl-C does.
+    func key(_ k: UInt8) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        switch k {
+        case UInt8(ascii: "h"), UInt8(ascii: "H"):
+            screen.showHistory.toggle()
+            draw(force: true)
+        case UInt8(ascii: " "), UInt8(ascii: "p"), UInt8(ascii: "P"):
+            screen.paused.toggle()
+            draw(force: true)
+        case UInt8(ascii: "q"), UInt8(ascii: "Q"):
+            kill(getpid(), SIGINT)
+        default:
+            break
+        }
+    }
+
+    /// Gives the terminal's keys back (line editing and echo).
+    private func releaseKeys(cancel: Bool) {
+        if cancel {
+            keySource?.cancel()
+            keySource = nil
+        }
+        if screen.keys { Terminal.restoreInput() }
     }
 
     /// What the library says about a started sensor.
@@ -170,6 +257,12 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
             for s in samples { g.add(s.timestamp) }
             gaps[kind] = g
             lost = g.period == nil ? nil : g.missing
+        }
+        if let i = screen.panels.firstIndex(where: { $0.kind == kind }) {
+            for s in samples {
+                let v = s.axes
+                rings[i].add(s.timestamp, AxisTriple(x: v.x, y: v.y, z: v.z))
+            }
         }
         var total = 0
         update(panel: kind) { p in
@@ -253,15 +346,16 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         size = Terminal.size()
         guard active else { return }
         out.control(Terminal.home + Terminal.clearScreen, force: true)
-        draw()
+        draw(force: true)
     }
 
     /// Before the process stops (Ctrl-Z): the last frame stays, the cursor comes back.
     func suspend() {
         dispatchPrecondition(condition: .onQueue(queue))
         guard active else { return }
-        draw()
+        draw(force: true)
         active = false
+        releaseKeys(cancel: false)
         out.control("\r\n" + Terminal.restore, force: true)
     }
 
@@ -270,6 +364,7 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         dispatchPrecondition(condition: .onQueue(queue))
         guard !active, timer != nil else { return }
         active = true
+        if screen.keys { _ = Terminal.takeKeys() }
         size = Terminal.size()
         out.control(Terminal.hideCursor + Terminal.home + Terminal.clearScreen, force: true)
         draw()
@@ -281,8 +376,9 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         dispatchPrecondition(condition: .onQueue(queue))
         timer?.cancel()
         timer = nil
+        releaseKeys(cancel: true)
         guard active else { return }
-        draw()
+        draw(force: true)
         active = false
         out.control("\r\n" + Terminal.restore, force: true)
     }
@@ -292,6 +388,7 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
         dispatchPrecondition(condition: .onQueue(queue))
         timer?.cancel()
         timer = nil
+        releaseKeys(cancel: true)
         active = false
     }
 
@@ -304,13 +401,15 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
     /// period apart each get their frame despite jitter) after the last, or, from the idle
     /// timer, a whole idle period after it.
     private func drawIfDue(idle: Bool = false) {
+        if screen.paused { return }
         let since = monotonicSeconds() - lastDraw
         if idle ? since >= Self.idlePeriod(framePeriod) - 0.05 : since >= 0.75 * framePeriod { draw() }
     }
 
-    private func draw() {
+    /// Makes a frame and offers it; while paused, only when `force`d (a key, the end).
+    private func draw(force: Bool = false) {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard active else { return }
+        guard active, force || !screen.paused else { return }
         let now = monotonicSeconds()
         lastDraw = now
         screen.elapsed = now - started
@@ -328,6 +427,11 @@ final class LiveView: @unchecked Sendable { // mutable state is touched only on 
             if let first = history.first, now - first.t > 0.5 {
                 screen.panels[i].measuredUpdates = Double(screen.panels[i].shown - first.n) / (now - first.t)
             }
+        }
+        // The history charts, at two columns per character (braille) of the width they get.
+        let columns = max(1, size.width - 1 - LiveScreen.historyLabelWidth) * 2
+        for i in screen.panels.indices {
+            screen.panels[i].history = screen.showHistory ? rings[i].chart(seconds: LiveScreen.historySeconds, columns: columns) : nil
         }
         let lines = frame
         var text = Terminal.home

@@ -525,6 +525,7 @@ extension MonitorOptions {
             "                      [--reference-frame <frame>] [--interval <seconds>] [--rate <hz>] [--count <n>]",
             "                      [--duration <seconds>] [--mode <mode>] [--csv <file> [--force | --append]]",
             "                      [--csv-rotate <when> [--keep <n>]] [--sighup end|reopen] [--quiet] [--no-color] [--verbose]",
+            "       \(commandName) plot <log.csv>... [-o <file.svg>]   (draws a --csv log; see plot --help)",
             "",
             "  Without --list or --once, streams readings (by default the newest, ten times a second) until",
             "  --count or --duration is reached or it is interrupted (Ctrl-C or SIGTERM end it with status 0).",

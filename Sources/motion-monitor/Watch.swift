@@ -214,7 +214,7 @@ enum Watch {
             if signal == SIGINT || signal == SIGTERM || signal == SIGHUP {
                 if let first, first.sender != sender, monotonicSeconds() - first.time < 0.5 { continue }
                 _ = stopped.wait(timeout: .now() + 0.25)
-                if session.live != nil { writeWithin(STDOUT_FILENO, "\r\n" + Terminal.restore, seconds: 0.1) }
+                if session.live != nil { writeWithin(STDOUT_FILENO, "\r\n" + Terminal.restore, seconds: 0.1); Terminal.restoreInput() }
                 _exit(128 + signal)
             }
         }

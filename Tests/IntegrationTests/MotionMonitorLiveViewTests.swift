@@ -119,6 +119,78 @@ struct MotionMonitorLiveViewTests {
         #expect(t.cursorVisible == true)
     }
 
+    @Test("h shows history charts in 80×24 drawn from every sample (their scale is the --csv log's extremes), space pauses and goes on")
+    func historyAndPause() throws {
+        let t = try LiveRuns.Session(width: 80, height: 24, sim: ["--fixture", "bmi160", "--motion", "shake:axis=x,g=0.5,hz=3", "--accel-noise", "0.2"],
+                                     monitor: ["--csv", "LOG", "--rate", "100", "--duration", "7"])
+        defer { t.close() }
+        _ = try t.waitFor { $0.contains("h: history") && $0.contains("Gyroscope") && $0.contains(" samples") }
+        t.keys("h")
+        let charts = try t.waitFor { $0.contains("h: bars") && $0.components(separatedBy: "┤").count > 4 }
+        #expect(charts.split(separator: "\n").count <= 24 && charts.split(separator: "\n").allSatisfy { $0.count < 80 }, "fits 80×24:\n\(charts)")
+        #expect(charts.contains("└-10 s") && charts.contains("now"), "a time axis: \(charts)")
+        // Paused: the frame stays as it is (the clock too) until space again.
+        t.keys("Space")
+        let paused = try t.waitFor { $0.contains("PAUSED") }
+        usleep(1_200_000)
+        #expect(t.screen == paused, "nothing moves while paused")
+        t.keys("Space")
+        let going = try t.waitFor { !$0.contains("PAUSED") && $0 != paused }
+        #expect(going.contains("h: bars"))
+        let end = try t.waitFor { $0.contains("EXIT=") }
+        #expect(end.contains("EXIT=0"), "\(end)")
+        #expect(t.cursorVisible == true)
+        // The final frame (scrolled up by the summary): the accelerometer's chart.
+        let all = t.tmux(["capture-pane", "-p", "-S", "-200", "-t", t.name])
+        let frame = all.components(separatedBy: "Accelerometer  iio:device0").last ?? ""
+        let rows = frame.split(separator: "\n").prefix { !$0.contains("└") }.filter { $0.contains("┤") }
+        let labels: [Double] = rows.compactMap { row -> Double? in
+            let label = String(row.split(separator: "┤", omittingEmptySubsequences: false)[0])
+            return Double(label.trimmingCharacters(in: .whitespaces))
+        }
+        // The log: 7 s, less than the chart's 10 s, so the chart holds every sample of it.
+        let text = try String(contentsOfFile: t.log, encoding: .utf8)
+        var log: [[Substring]] = []
+        var values: [Double] = []
+        for line in text.split(separator: "\n").dropFirst() {
+            let fields: [Substring] = line.split(separator: ",")
+            guard fields.count == 6, fields[1] == "accelerometer" else { continue }
+            log.append(fields)
+            for field in fields[3...5] {
+                if let v = Double(String(field)) { values.append(v) }
+            }
+        }
+        #expect(log.count > 500, "\(log.count) rows")
+        guard labels.count == 2, let high = values.max(), let low = values.min() else {
+            Issue.record("no chart scale in the final frame:\n\(all)")
+            return
+        }
+        #expect(abs(labels[0] - high) <= 0.00005 + 1e-12 && abs(labels[1] - low) <= 0.00005 + 1e-12,
+                "the chart's scale \(labels) against the log's extremes \(low)…\(high)")
+        // The line reaches both: the top and bottom rows of the chart have dots.
+        let dots = rows.map { $0.unicodeScalars.contains { $0.value > 0x2800 && $0.value <= 0x28FF } }
+        #expect(dots.first == true && dots.last == true, "\(rows.joined(separator: "\n"))")
+    }
+
+    @Test("q ends the run as Ctrl-C does; the keys were read without echo, and line mode and echo are back after")
+    func quitKey() throws {
+        let t = try LiveRuns.Session(width: 80, height: 24, sim: ["--fixture", "bmi160"], monitor: ["--sensor", "accelerometer"])
+        defer { t.close() }
+        _ = try t.waitFor { $0.contains("h: history") && $0.contains(" samples") }
+        let tty = t.tmux(["display", "-p", "-t", t.name, "#{pane_tty}"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        func modes() throws -> Set<Substring> {
+            Set(try SimHarness.run("/bin/stty", ["-a", "-F", tty], timeout: 10).out.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == ";" }))
+        }
+        let during = try modes()
+        #expect(during.isSuperset(of: ["-icanon", "-echo", "isig"]), "keys one by one, no echo, Ctrl-C still a signal: \(during)")
+        t.keys("q")
+        let end = try t.waitFor { $0.contains("EXIT=") }
+        #expect(end.contains("EXIT=0"), "\(end)")
+        let after = try modes()
+        #expect(after.isSuperset(of: ["icanon", "echo", "isig"]), "\(after)")
+        #expect(t.cursorVisible == true)
+    }
+
     @Test("A garbage accelerometer scale: its panel and device motion's show the library's cause, the gyroscope streams, the run ends with 74")
     func brokenAttribute() throws {
         let t = try LiveRuns.Session(width: 100, height: 45, sim: ["--fixture", "bmi160", "--set", "iio:device0/in_accel_scale=garbage"],
