@@ -1,5 +1,6 @@
 /// Decodes scans into samples: each element per its format (endianness, sign, bits, storage,
-/// shift), then `(raw + offset) · scale`, then the mount matrix. No allocation per scan.
+/// shift), then `(raw + offset) · scale`, then the sensor's calibration (``SensorCalibration``,
+/// folded into the offset and the matrix), then the mount matrix. No allocation per scan.
 ///
 /// Two entry points:
 /// - ``decode(_:fallbackTime:into:)``: one scan, every sensor, in the kernel's SI units, element by
@@ -156,8 +157,14 @@ struct ScanDecoder {
                 elements.append(Element(offset: off, format: f))
             }
             let s = plan.info.scale ?? AxisValues(all: 1)
-            let o = plan.info.offset
-            let r = plan.info.mountMatrix.rows
+            var o = plan.info.offset
+            var r = plan.info.mountMatrix.rows
+            if let c = plan.info.calibration {
+                // M · A · ((raw + offset) · scale − bias) = M · A · ((raw + offset − bias / scale) · scale):
+                // the bias joins the offset and A the mount matrix, so every path below applies it.
+                for axis in Axis.allCases where s[axis] != 0 { o[axis] -= c.bias[axis] / s[axis] }
+                r = (0..<3).map { i in (0..<3).map { j in (0..<3).reduce(0.0) { $0 + r[i][$1] * c.matrix[$1][j] } } }
+            }
             sensors.append(Sensor(kind: plan.info.kind, axes: (elements[0], elements[1], elements[2]),
                                   scale: (s.x, s.y, s.z), offset: (o.x, o.y, o.z),
                                   m: (r[0][0], r[0][1], r[0][2], r[1][0], r[1][1], r[1][2], r[2][0], r[2][1], r[2][2])))
