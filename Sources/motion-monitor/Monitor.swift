@@ -9,6 +9,7 @@ enum Monitor {
     /// - Parameter arguments: the command-line arguments.
     /// - Returns: the exit status (see ``ExitStatus``).
     static func main(arguments: [String]) -> Int32 {
+        if arguments.first == "calibrate" { return Calibrate.main(arguments: Array(arguments.dropFirst())) }
         let options: MonitorOptions
         do {
             options = try MonitorOptions(arguments: arguments)
