@@ -275,6 +275,9 @@ struct Run {
         }
         let a = SampleStatistics(samples(accelSamples, from: start, to: start + options.seconds))
         let g = gyro == nil ? nil : SampleStatistics(samples(gyroSamples, from: start, to: start + options.seconds))
+        guard a.count >= 10 else {
+            return refuse("only \(a.count) accelerometer samples arrived in the \(Calibrate.fixed(options.seconds, 1)) s \(name) was measured")
+        }
         if a.sigma > options.accelStillLimit || (g.map { $0.sigma > options.gyroStillLimit } ?? false) || !sameFace(dominantAxis(a.mean), face) {
             var why = "the board moved while \(name) was measured: accelerometer σ \(mg(a.sigma)) (limit \(mg(options.accelStillLimit)))"
             if let g { why += ", gyroscope σ \(dps(g.sigma)) (limit \(dps(options.gyroStillLimit)))" }
