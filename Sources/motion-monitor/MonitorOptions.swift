@@ -541,6 +541,11 @@ extension MonitorOptions {
             "  display skips, the log stays complete (see the man page: SLOW AND CLOSED OUTPUT).",
             "  Device motion is shown and printed but not logged: its values do not fit the CSV's columns.",
             "",
+            "       \(commandName) calibrate [--uri <uri>] [--device <device>]   (see \(commandName) calibrate --help)",
+            "",
+            "  Calibrates the accelerometer and gyroscope: the board laid on its six faces in turn. Every",
+            "  reading is calibrated from then on; --uncalibrated reads without it.",
+            "",
             "OPTIONS:",
         ]
         for spec in specs {

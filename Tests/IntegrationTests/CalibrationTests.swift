@@ -105,6 +105,34 @@ struct CalibrationTests {
         #expect(!r.out.contains("\r") && !r.out.contains("\u{1B}"), "plain lines when stdout is not a terminal: \(r)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/iiomotion/accelerometer-bmi160.txt"))
     }
+
+    @Test("A face missing when the time is up is refused; --show and --forget")
+    func faceMissing() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let mm = SimHarness.product("motion-monitor")
+        let script = """
+        \(mm) calibrate --still 0.5 --seconds 1 --timeout 4; echo "STATUS=$?"
+        \(mm) calibrate --show
+        mkdir -p \(dir)/iiomotion
+        printf 'version 1\\nkind accelerometer\\nbias 0.1 0 0\\nmatrix 1 0 0 0 1 0 0 0 1\\n' > \(dir)/iiomotion/accelerometer-bmi160.txt
+        \(mm) calibrate --show
+        \(mm) --list
+        \(mm) calibrate --forget
+        \(mm) calibrate --show
+        """
+        let r = try SimHarness.run(SimHarness.product("iio-sim"), ["--fixture", "bmi160", "--", "/bin/sh", "-c", script],
+                                   environment: ["XDG_STATE_HOME": dir])
+        let out = r.out
+        #expect(out.contains("refused: timed out after 4 s with 1 of 6 faces measured; faces missing: face down"), "\(r)")
+        #expect(out.contains("STATUS=65"), "\(r)")
+        #expect(out.contains("accelerometer of iio:device0 (bmi160): not calibrated (no \(dir)/iiomotion/accelerometer-bmi160.txt)"), "\(r)")
+        #expect(out.contains("accelerometer of iio:device0 (bmi160): calibrated 1970-01-01 00:00:00 UTC"), "\(r)")
+        #expect(out.contains("offset (sensor axes): x +10.2 mg, y +0.0 mg, z +0.0 mg"), "\(r)")
+        #expect(out.contains("iio:device0 (bmi160) accelerometer: calibrated 1970-01-01 00:00:00 UTC"), "--list: \(r)")
+        #expect(out.contains("removed \(dir)/iiomotion/accelerometer-bmi160.txt"), "\(r)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/iiomotion/accelerometer-bmi160.txt"))
+    }
 }
 
 private enum CalibrationRuns {
