@@ -23,7 +23,8 @@ enum CalibrationNotes {
         return states.joined(separator: "; ")
     }
 
-    /// The `-v` line for a sensor: its calibration and file, or why a stored one is not used.
+    /// The `-v` line for a sensor: its calibration and file, why a stored one is not used, or
+    /// that `--uncalibrated` leaves it out; nil when none is stored.
     static func verbose(_ kind: SensorKind, manager: MotionManager, uncalibrated: Bool) -> String? {
         guard kinds.contains(kind), let sensor = manager.sensor(kind) else { return nil }
         if let problem = sensor.calibrationProblem { return "\(kind): not calibrated: \(problem)" }
@@ -31,7 +32,8 @@ enum CalibrationNotes {
             let file = SensorCalibration.path(for: sensor, uri: manager.uri).map { " (\($0))" } ?? ""
             return "\(kind): calibrated \(c.createdDescription)\(file)"
         }
-        return uncalibrated ? "\(kind): uncalibrated (--uncalibrated)" : "\(kind): uncalibrated (no calibration stored; see motion-monitor calibrate)"
+        // Without a calibration stored there is nothing to say (the readings are the kernel's, as always).
+        return uncalibrated ? "\(kind): uncalibrated (--uncalibrated)" : nil
     }
 
     /// Lines after `--list`'s table: each accelerometer and gyroscope with a stored calibration,

@@ -361,6 +361,8 @@ enum Watch {
                     session.report(WatchSession.setupLine(kind, sensor: manager.sensor(kind), mode: mode,
                                                            frequency: frequency, interval: options.interval))
                     if let line = CalibrationNotes.verbose(kind, manager: manager, uncalibrated: options.uncalibrated) { session.report(line) }
+                } else if let problem = manager.sensor(kind)?.calibrationProblem {
+                    session.report("\(MonitorOptions.commandName): note: the \(kind) is read uncalibrated: \(problem)")
                 }
             }
         }
