@@ -3,9 +3,11 @@
 /// was up.
 ///
 /// With each axis up and down once, per axis `offset = (up + down) / 2` and
-/// `gain = (up − down) / 2g` (the classic tumble calibration, e.g. ST's application note AN4508,
-/// "Parameters and calibration of a low-g 3-axis accelerometer", 2014, §6). This fit solves the
-/// general form, `truth = A · reading + d` for a 3×3 `A` and a 3-vector `d`, by least squares,
+/// `gain = (up − down) / 2g` (the six-position tumble calibration). This fit solves the general
+/// form, `truth = A · reading + d` for a 3×3 `A` and a 3-vector `d` (the 12-parameter model of ST's
+/// application note AN4508, "Parameters and calibration of a low-g 3-axis accelerometer", 2014,
+/// section 2 and appendix A; see also NXP/Freescale AN4399, M. Pedley, "High-Precision Calibration
+/// of a Three-Axis Accelerometer", 2015), by least squares,
 /// row by row (four unknowns from six faces): with six faces it finds the same offsets and
 /// gains, plus the cross-axis terms the four side faces show, and the residual measures how far
 /// the data is from any such map (a face not flat, a reading taken while moving).
