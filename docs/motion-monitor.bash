@@ -29,7 +29,7 @@ _motion_monitor() {
         --interval|--rate|--count|--duration|--board) return ;;
     esac
     COMPREPLY=($(compgen -W "--list --once --json --si --uri --device --sensor --reference-frame --interval --rate --count
-        --duration --mode --csv --force --append --csv-rotate --keep --sighup --wait-for-device --quiet --no-color --verbose --help --version --mqtt --board
+        --duration --mode --csv --force --append --csv-rotate --keep --sighup --wait-for-device --uncalibrated --quiet --no-color --verbose --help --version --mqtt --board
         --mqtt-format --mqtt-ca-file --mqtt-cert --mqtt-key --mqtt-spool --mqtt-require" -- "$cur"))
 }
 complete -F _motion_monitor motion-monitor

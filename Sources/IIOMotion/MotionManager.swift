@@ -51,6 +51,8 @@ public final class MotionManager: Sendable {
 
     let selectors: [SensorKind: DeviceSelector]
     private let overrides: [SensorKind: MountMatrix]
+    /// Which calibrations readings get (see MotionManager+Calibration.swift).
+    let calibrationSettings: Locked<CalibrationSettings>
     let state: Locked<State>
     /// Streaming: captures, subscribers and the latest samples (see Streaming.swift).
     let hub: StreamHub
@@ -77,13 +79,16 @@ public final class MotionManager: Sendable {
     ///   - magnetometer: which device provides the magnetometer.
     ///   - mountMatrixOverrides: mount matrices to use instead of the ones the kernel publishes,
     ///     e.g. from udev's `ACCEL_MOUNT_MATRIX`.
+    ///   - calibration: the accelerometer and gyroscope calibrations applied to readings: the
+    ///     ones `motion-monitor calibrate` stored (default), none, or the caller's.
     public init(
         uri: String = "local:",
         units: MotionUnits = .coreMotion,
         accelerometer: DeviceSelector = .automatic,
         gyroscope: DeviceSelector = .automatic,
         magnetometer: DeviceSelector = .automatic,
-        mountMatrixOverrides: [SensorKind: MountMatrix] = [:]
+        mountMatrixOverrides: [SensorKind: MountMatrix] = [:],
+        calibration: CalibrationChoice = .stored
     ) {
         self.uri = uri
         self.units = units
@@ -93,7 +98,9 @@ public final class MotionManager: Sendable {
         ]
         self.selectors = selectors
         self.overrides = mountMatrixOverrides
-        self.state = Locked(Self.discover(uri: uri, selectors: selectors, overrides: mountMatrixOverrides))
+        let settings = CalibrationSettings(choice: calibration)
+        self.calibrationSettings = Locked(settings)
+        self.state = Locked(Self.discover(uri: uri, selectors: selectors, overrides: mountMatrixOverrides, calibration: settings))
         let folder = MagnetometerCalibrationStore.defaultFolder()
         motionEngine.state.withLock { $0.calibrationFolder = folder }
     }
@@ -107,6 +114,7 @@ public final class MotionManager: Sendable {
         self.hub = StreamHub(units: units, makeCapture: makeCapture)
         self.selectors = [:]
         self.overrides = [:]
+        self.calibrationSettings = Locked(CalibrationSettings(choice: .uncalibrated))
         var chosen: [SensorKind: SensorPlan] = [:]
         for p in plans { chosen[p.info.kind] = p }
         self.state = Locked(State(discovery: .failure(MotionError(code: .contextUnavailable, uri: "scripted:",
@@ -121,7 +129,8 @@ public final class MotionManager: Sendable {
     }
 
     private static func discover(
-        uri: String, selectors: [SensorKind: DeviceSelector], overrides: [SensorKind: MountMatrix]
+        uri: String, selectors: [SensorKind: DeviceSelector], overrides: [SensorKind: MountMatrix],
+        calibration: CalibrationSettings
     ) -> State {
         let discovery: Discovery
         do throws(MotionError) {
@@ -141,6 +150,7 @@ public final class MotionManager: Sendable {
                 plan.info.mountMatrix = m
                 plan.info.mountMatrixSource = .override
             }
+            calibration.apply(to: &plan.info, uri: uri)
             chosen[kind] = plan
         }
         return State(discovery: .success(discovery), chosen: chosen)
@@ -149,7 +159,8 @@ public final class MotionManager: Sendable {
     /// Closes the IIO context and discovers the devices again, e.g. after a hot-plug or after
     /// another program changed a range. Readings already returned are unaffected.
     public func rediscover() {
-        let fresh = Self.discover(uri: uri, selectors: selectors, overrides: overrides)
+        let fresh = Self.discover(uri: uri, selectors: selectors, overrides: overrides,
+                                  calibration: calibrationSettings.withLock { $0 })
         state.withLock { $0 = fresh }
     }
 

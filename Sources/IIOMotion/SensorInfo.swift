@@ -46,6 +46,13 @@ public struct SensorInfo: Sendable, Hashable {
     public var triggerName: String?
     /// True when the device has a `timestamp` scan element.
     public var hasTimestampChannel: Bool
+    /// The calibration applied to this sensor's readings (``SensorCalibration``), nil when none is
+    /// (none stored, or ``MotionManager/CalibrationChoice/uncalibrated``). Set on the sensors a
+    /// ``MotionManager`` chose (``MotionManager/sensor(_:)``), not in ``MotionManager/devices``.
+    public var calibration: SensorCalibration?
+    /// Why a stored calibration is not applied although a file is there (it is damaged, or of
+    /// another version), naming the file; nil otherwise.
+    public var calibrationProblem: MotionError?
 
     /// `"iio:device0 (bmi160)"`: how messages name the device.
     public var deviceDescription: String {

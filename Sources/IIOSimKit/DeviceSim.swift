@@ -408,7 +408,8 @@ final class DeviceSim: Sendable {
                 }
                 // The chip measures in its own frame; the mount matrix M takes chip to device
                 // (v_device = M·v_chip), so the chip sees Mᵀ·v_device.
-                let chip = (s.calibration.mount[ch.typeName] ?? .identity).transposed * v
+                var chip = (s.calibration.mount[ch.typeName] ?? .identity).transposed * v
+                if case .accel = ch.source { chip = imp.distortedAcceleration(chip) }
                 let si = chip[ch.axis ?? 0]
                 let scale = s.calibration.scale[i]
                 let raw = scale != 0 ? (si / scale - s.calibration.offset[i]).rounded() : 0

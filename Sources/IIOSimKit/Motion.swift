@@ -98,6 +98,11 @@ public struct MotionScript: Sendable, CustomStringConvertible {
         case life(LifeMotion)
         /// A recorded motion (see ``Recording``).
         case replay(Recording)
+        /// A person calibrating: the device laid with each of `ups` (device axes) up in turn, each
+        /// held still for `hold` seconds, turned from one to the next in `move` seconds (a
+        /// constant-rate rotation); the last is held for good. `bump` (1-based): the hold of that
+        /// face has a 20° knock about the device's x axis for 0.5 s, 45 % of the way into it.
+        case faces(ups: [Vec3], hold: Double, move: Double, bump: Int?)
     }
 
     /// The motion.
@@ -133,6 +138,8 @@ public struct MotionScript: Sendable, CustomStringConvertible {
     ///   like a user's (``LifeMotion``), drawn from seed N (default 1); `steel=T` adds a steel object
     ///   passing the device, closest T seconds in, adding A µT (default 25) to the field.
     /// - `replay:FILE`: a `motion-monitor --csv` log (``Recording``).
+    /// - `faces[:order=+z/+y/-z/-y/+x/-x][,hold=5][,move=1.5][,bump=N]`: six-face calibration
+    ///   (``Kind/faces(ups:hold:move:bump:)``).
     /// - Throws: ``ParseError`` naming the bad part.
     public init(parsing spec: String) throws {
         description = spec
@@ -181,6 +188,27 @@ public struct MotionScript: Sendable, CustomStringConvertible {
             rest = .identity
             return
         }
+        if name == "faces" {
+            let order = (opts.removeValue(forKey: "order") ?? "+z/+y/-z/-y/+x/-x").split(separator: "/").map(String.init)
+            var ups: [Vec3] = []
+            for face in order {
+                guard let v = Self.axisVector(face) else { throw ParseError(description: "motion \"\(spec)\": \(face) is not an axis (+x, -x, …)") }
+                ups.append(v)
+            }
+            let hold = try number("hold", 5), move = try number("move", 1.5)
+            var bump: Int?
+            if let b = opts.removeValue(forKey: "bump") {
+                guard let n = Int(b), (1...ups.count).contains(n) else {
+                    throw ParseError(description: "motion \"\(spec)\": bump=\(b) is not a face number from 1 to \(ups.count)")
+                }
+                bump = n
+            }
+            guard !ups.isEmpty, hold > 0, move > 0 else { throw ParseError(description: "motion \"\(spec)\": hold and move must be > 0") }
+            if let extra = opts.keys.sorted().first { throw ParseError(description: "motion \"\(spec)\": unknown option \(extra)") }
+            kind = .faces(ups: ups, hold: hold, move: move, bump: bump)
+            rest = Self.pose(up: ups[0])
+            return
+        }
         var upText = opts.removeValue(forKey: "up") ?? "+z"
         if name == "still", let face = opts.removeValue(forKey: "face") { upText = face }
         guard let up = Self.axisVector(upText) else {
@@ -199,7 +227,7 @@ public struct MotionScript: Sendable, CustomStringConvertible {
             guard move > 0, hold >= 0 else { throw ParseError(description: "motion \"\(spec)\": move must be > 0 and hold >= 0") }
             kind = .tilt(angle: try number("deg", 30) * .pi / 180, moveTime: move, holdTime: hold)
         default:
-            throw ParseError(description: "unknown motion \"\(name)\" (still, rotate, shake, tilt, hand-held, shaking, vibration, walking, replay:FILE)")
+            throw ParseError(description: "unknown motion \"\(name)\" (still, rotate, shake, tilt, faces, hand-held, shaking, vibration, walking, replay:FILE)")
         }
         if let extra = opts.keys.sorted().first {
             throw ParseError(description: "motion \"\(spec)\": unknown option \(extra)")
@@ -231,6 +259,56 @@ public struct MotionScript: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Attitude and angular velocity (device frame) of ``Kind/faces(ups:hold:move:bump:)`` at `t`.
+    static func faces(_ ups: [Vec3], hold: Double, move: Double, bump: Int?, at t: Double) -> (Mat3, Vec3) {
+        let period = hold + move
+        let i = min(Int(max(t, 0) / period), ups.count - 1)
+        let tau = max(t, 0) - Double(i) * period
+        let here = pose(up: ups[i])
+        if tau < hold || i == ups.count - 1 {
+            let knock = 0.5, angle = 20 * Double.pi / 180
+            let start = 0.45 * hold
+            if let bump, bump - 1 == i, tau >= start, tau < start + knock {
+                // Out and back: φ = A·sin²(π s / knock), φ' = A·π/knock·sin(2π s / knock).
+                let s = tau - start
+                let phi = angle * pow(sin(Double.pi * s / knock), 2)
+                let rate = angle * Double.pi / knock * sin(2 * Double.pi * s / knock)
+                return (here * Mat3.rotation(about: Vec3(1, 0, 0), angle: phi), Vec3(rate, 0, 0))
+            }
+            return (here, .zero)
+        }
+        // Turning to the next face: here · rot(u, θ·s) reaches next = here · rel at s = 1.
+        let rel = here.transposed * pose(up: ups[i + 1])
+        let (u, theta) = axisAngle(rel)
+        let s = (tau - hold) / move
+        return (here * Mat3.rotation(about: u, angle: theta * s), u * (theta / move))
+    }
+
+    /// The axis (unit) and angle (0…π) of a rotation matrix.
+    static func axisAngle(_ r: Mat3) -> (Vec3, Double) {
+        let trace = r.r0.x + r.r1.y + r.r2.z
+        let theta = acos(max(-1, min(1, (trace - 1) / 2)))
+        if theta < 1e-9 { return (Vec3(0, 0, 1), 0) }
+        if sin(theta) > 1e-6 {
+            let v = Vec3(r.r2.y - r.r1.z, r.r0.z - r.r2.x, r.r1.x - r.r0.y) / (2 * sin(theta))
+            return (v / (v * v).sum().squareRoot(), theta)
+        }
+        // A half turn: R = 2uuᵀ − I.
+        let d = Vec3(r.r0.x, r.r1.y, r.r2.z)
+        var u = Vec3((max(0, (d.x + 1) / 2)).squareRoot(), (max(0, (d.y + 1) / 2)).squareRoot(), (max(0, (d.z + 1) / 2)).squareRoot())
+        if u.x >= u.y && u.x >= u.z {
+            u.y = r.r0.y < 0 ? -u.y : u.y
+            u.z = r.r0.z < 0 ? -u.z : u.z
+        } else if u.y >= u.z {
+            u.x = r.r0.y < 0 ? -u.x : u.x
+            u.z = r.r1.z < 0 ? -u.z : u.z
+        } else {
+            u.x = r.r0.z < 0 ? -u.x : u.x
+            u.y = r.r1.z < 0 ? -u.y : u.y
+        }
+        return (u, .pi)
+    }
+
     /// The state at `t` seconds after the motion started.
     public func state(at t: Double) -> MotionState {
         var attitude = rest
@@ -245,6 +323,8 @@ public struct MotionScript: Sendable, CustomStringConvertible {
             if let steel = m.steel { field += steel.field(at: t) }
         case .still:
             break
+        case let .faces(ups, hold, move, bump):
+            (attitude, omega) = Self.faces(ups, hold: hold, move: move, bump: bump, at: t)
         case let .rotate(axis, rate):
             attitude = rest * Mat3.rotation(about: axis, angle: rate * t)
             omega = axis * rate
@@ -299,6 +379,13 @@ public struct Imperfections: Sendable, Equatable {
     /// The magnetometer's soft-iron matrix (nearby iron bending the field; the sensor's gains and
     /// axis misalignment): the magnetometer reads `magnSoftIron · field + magnHardIron`.
     public var magnSoftIron: Mat3 = .identity
+    /// The accelerometer's offset, m/s², in the chip's axes (what it reads in free fall).
+    public var accelOffset: Vec3 = .zero
+    /// Each accelerometer axis's gain (1.01: reads 1 % too much), chip axes.
+    public var accelScale: Vec3 = Vec3(1, 1, 1)
+    /// The accelerometer's axis misalignment (cross-axis sensitivity), chip axes: it reads
+    /// `diag(accelScale) · accelMisalignment · a + accelOffset` for a true `a`.
+    public var accelMisalignment: Mat3 = .identity
 
     public init(accelNoise: Double = 0, gyroNoise: Double = 0, gyroBias: Vec3 = .zero,
                 accelNoiseDensity: Double = 0, gyroNoiseDensity: Double = 0, magnNoise: Double = 0) {
@@ -314,7 +401,11 @@ public struct Imperfections: Sendable, Equatable {
     public var isIdeal: Bool {
         accelNoise == 0 && gyroNoise == 0 && gyroBias == .zero && accelNoiseDensity == 0 && gyroNoiseDensity == 0 && magnNoise == 0
             && magnHardIron == .zero && magnSoftIron == .identity
+            && accelOffset == .zero && accelScale == Vec3(1, 1, 1) && accelMisalignment == .identity
     }
+
+    /// What the accelerometer reads (before noise) for a true acceleration, both in the chip's axes.
+    public func distortedAcceleration(_ a: Vec3) -> Vec3 { accelScale * (accelMisalignment * a) + accelOffset }
 
     /// What the magnetometer reads (before noise) in a field, both in the device frame.
     public func distortedField(_ field: Vec3) -> Vec3 { magnSoftIron * field + magnHardIron }

@@ -53,6 +53,9 @@ public struct SimCommandLine: Sendable {
                               rotate[:axis=z,dps=90,up=+z]        constant rotation about a device axis
                               shake[:axis=x,g=0.5,hz=3,up=+z]     linear shaking
                               tilt[:deg=30,move=1,hold=1,up=+z]   tilt about x, back, about y, back
+                              faces[:order=+z/+y/-z/-y/+x/-x,hold=5,move=1.5,bump=N]
+                                                     laid on each face in turn (a calibration);
+                                                     bump=N knocks it during face N's hold
                               hand-held|shaking|vibration|walking[:seed=N,steel=T,steel-ut=A]
                                                      motions like a user's, drawn from seed N; steel=T:
                                                      a steel object passes, closest at T s (A µT)
@@ -61,6 +64,10 @@ public struct SimCommandLine: Sendable {
       --accel-noise SIGMA     white noise on the accelerometer, m/s² (default 0)
       --gyro-noise SIGMA      white noise on the gyroscope, rad/s (default 0)
       --gyro-bias X,Y,Z       constant gyroscope bias, rad/s
+      --accel-offset X,Y,Z    the accelerometer's offset, mg, chip axes
+      --accel-scale X,Y,Z     each accelerometer axis's gain, e.g. 1.01,0.995,1
+      --accel-misalignment M  the accelerometer's cross-axis matrix, "a,b,c;d,e,f;g,h,i": it reads
+                              diag(scale)·M·a + offset
       --accel-noise-density UG  accelerometer noise density from a datasheet, µg/√Hz (BMI160: 180);
                               the noise per sample follows the sampling frequency in force
       --gyro-noise-density DPS  gyroscope noise density, °/s/√Hz (BMI160: 0.007)
@@ -138,6 +145,19 @@ public struct SimCommandLine: Sendable {
                 let parts = v.split(separator: ",").compactMap { Double($0) }
                 guard parts.count == 3 else { throw UsageError(description: "--gyro-bias expects X,Y,Z in rad/s") }
                 options.imperfections.gyroBias = Vec3(parts[0], parts[1], parts[2])
+            case "--accel-offset", "--accel-scale":
+                let v = try value(a)
+                let parts = v.split(separator: ",").compactMap { Double($0) }
+                guard parts.count == 3, parts.allSatisfy(\.isFinite) else { throw UsageError(description: "\(a) expects X,Y,Z") }
+                if a == "--accel-offset" {
+                    options.imperfections.accelOffset = Vec3(parts[0], parts[1], parts[2]) * (MotionScript.g / 1000)
+                } else {
+                    options.imperfections.accelScale = Vec3(parts[0], parts[1], parts[2])
+                }
+            case "--accel-misalignment":
+                let v = try value(a)
+                guard let m = Mat3(mountMatrix: v) else { throw UsageError(description: "--accel-misalignment expects a,b,c;d,e,f;g,h,i") }
+                options.imperfections.accelMisalignment = m
             case "--accel-noise-density":
                 options.imperfections.accelNoiseDensity = try number(a) * 1e-6 * MotionScript.g
             case "--gyro-noise-density":

@@ -291,6 +291,10 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     private(set) var files: [String] = []
     /// Says something on stderr (a file removed by `--keep` that could not be).
     private let note: @Sendable (String) -> Void
+    /// A `# …` line written after each header (whether readings are calibrated), or nil.
+    private let comment: String?
+    /// The header line and its comment, as bytes.
+    private var headerBytes: [UInt8] { Array((CSVFormat.header + "\n" + (comment.map { "# " + $0 + "\n" } ?? "")).utf8) }
 
     /// Why a log could not be opened, with the exit status to end with.
     struct OpenError: Error, Equatable {
@@ -312,8 +316,10 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     /// - Throws: ``OpenError``: the file exists (73), cannot be created (73), or does not hold a
     ///   log (73, with `--append`); the header could not be written (74).
     init(path: String, force: Bool, append: Bool, queue: DispatchQueue, stdout: OutputChannel? = nil,
-         rotation: Rotation? = nil, keep: Int? = nil, note: @escaping @Sendable (String) -> Void = { _ in }) throws(OpenError) {
+         rotation: Rotation? = nil, keep: Int? = nil, note: @escaping @Sendable (String) -> Void = { _ in },
+         comment: String? = nil) throws(OpenError) {
         self.queue = queue
+        self.comment = comment
         base = path
         self.rotation = path == "-" ? nil : rotation
         self.keep = keep
@@ -373,7 +379,7 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     }
 
     private func writeHeader() throws(OpenError) {
-        let header = Array((CSVFormat.header + "\n").utf8)
+        let header = headerBytes
         if let channel {
             channel.control(header, force: true)
             return
@@ -528,7 +534,7 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     private func rotationDue(adding bytes: Int) -> Bool {
         switch rotation {
         case nil: false
-        case .size(let limit)?: (committed ?? 0) > Int64(CSVFormat.header.utf8.count + 1) && (committed ?? 0) + Int64(bytes) > limit
+        case .size(let limit)?: (committed ?? 0) > Int64(headerBytes.count) && (committed ?? 0) + Int64(bytes) > limit
         case .daily?: Self.today() != day
         }
     }
@@ -601,7 +607,7 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
             let e = errno
             return "cannot create \(path): \(errnoDescription(e))."
         }
-        let header = Array((CSVFormat.header + "\n").utf8)
+        let header = headerBytes
         let previous = fd
         fd = opened
         if let problem = write(header) {
@@ -670,7 +676,7 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
         let regular = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
         committed = regular ? Int64(info.st_size) : nil
         if !regular || info.st_size == 0 {
-            let header = Array((CSVFormat.header + "\n").utf8)
+            let header = headerBytes
             if let problem = write(header) {
                 failure = "writing the header of \(base) failed: \(problem)"
                 return failure

@@ -10,6 +10,7 @@ enum Monitor {
     /// - Returns: the exit status (see ``ExitStatus``).
     static func main(arguments: [String]) -> Int32 {
         if arguments.first == "plot" { return Plot.main(arguments: Array(arguments.dropFirst())) }
+        if arguments.first == "calibrate" { return Calibrate.main(arguments: Array(arguments.dropFirst())) }
         let options: MonitorOptions
         do {
             options = try MonitorOptions(arguments: arguments)
@@ -36,7 +37,8 @@ enum Monitor {
     /// The manager for these options: every sensor kind uses the `--device` selector.
     static func makeManager(_ options: MonitorOptions) -> MotionManager {
         MotionManager(uri: options.uri, units: options.units, accelerometer: options.selector,
-                      gyroscope: options.selector, magnetometer: options.selector)
+                      gyroscope: options.selector, magnetometer: options.selector,
+                      calibration: options.uncalibrated ? .uncalibrated : .stored)
     }
 
     // MARK: --list
@@ -61,6 +63,7 @@ enum Monitor {
             Console.error("No IIO devices with motion sensors at \(options.uri).")
         } else {
             Console.out(Format.table(devices))
+            for line in CalibrationNotes.list(devices, uri: options.uri, uncalibrated: options.uncalibrated) { Console.out(line) }
         }
         // Sensors discovery could not use: say why, where the user looks for trouble.
         for device in devices {

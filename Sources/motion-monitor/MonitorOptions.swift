@@ -144,6 +144,8 @@ struct MonitorOptions: Equatable, Sendable {
     var noColor = false
     /// `--quiet`: no readings on stdout (with `--csv FILE`, the log is the only output).
     var quiet = false
+    /// `--uncalibrated`: readings without the stored accelerometer and gyroscope calibrations.
+    var uncalibrated = false
 
     /// `--mqtt`: publish every sample to this broker (`mqtt[s]://[user[:password]@]host[:port]/PREFIX`).
     var mqtt: BrokerAddress?
@@ -303,6 +305,7 @@ struct MonitorOptions: Equatable, Sendable {
                 }
             case .noColor: noColor = true
             case .quiet: quiet = true
+            case .uncalibrated: uncalibrated = true
             case .mqtt:
                 guard let value else { throw UsageError("'--mqtt' needs a broker URL such as mqtt://host/PREFIX") }
                 do throws(BrokerAddressError) { mqtt = try BrokerAddress(parsing: value) } catch { throw UsageError("\(error)") }
@@ -415,6 +418,7 @@ extension MonitorOptions {
         case interval, rate, count, duration, captureMode, verbose
         case csv, force, append, csvRotate, keep, sighup, waitForDevice, noColor, quiet
         case mqtt, board, mqttFormat, mqttCAFile, mqttCertificate, mqttKey, mqttSpool, mqttRequire
+        case uncalibrated
     }
 
     /// One option: its spellings, its value's name if it takes one, and its help.
@@ -503,6 +507,9 @@ extension MonitorOptions {
              effect: .mqttSpool),
         Spec(names: ["--mqtt-require"], help: "End with status 69 when the broker cannot be reached within 5 s of the start, instead of spooling until it can.",
              effect: .mqttRequire),
+        Spec(names: ["--uncalibrated"],
+             help: "Readings without the accelerometer and gyroscope calibrations stored by 'motion-monitor calibrate' (as the kernel gives them).",
+             effect: .uncalibrated),
         Spec(names: ["-q", "--quiet"], help: "Print no readings on stdout: with --csv FILE the log is the only output.", effect: .quiet),
         Spec(names: ["--no-color"], help: "No colour in the live view (also when NO_COLOR is set or TERM is dumb).", effect: .noColor),
         Spec(names: ["-v", "--verbose"], help: "Say on stderr how each sensor is read (mode, sampling frequency) and, at the end, how many samples it delivered.",
@@ -534,6 +541,11 @@ extension MonitorOptions {
             "  a stdout that does not keep up (a pipe nobody reads, a slow terminal) never holds the log: the",
             "  display skips, the log stays complete (see the man page: SLOW AND CLOSED OUTPUT).",
             "  Device motion is shown and printed but not logged: its values do not fit the CSV's columns.",
+            "",
+            "       \(commandName) calibrate [--uri <uri>] [--device <device>]   (see \(commandName) calibrate --help)",
+            "",
+            "  Calibrates the accelerometer and gyroscope: the board laid on its six faces in turn. Every",
+            "  reading is calibrated from then on; --uncalibrated reads without it.",
             "",
             "OPTIONS:",
         ]

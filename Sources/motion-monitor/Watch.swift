@@ -100,7 +100,8 @@ enum Watch {
         if let path = options.csv {
             do throws(CSVLog.OpenError) {
                 log = try CSVLog(path: path, force: options.force, append: options.append, queue: queue, stdout: io.stdout,
-                                 rotation: options.csvRotate, keep: options.keep, note: { [io] in io.error($0) })
+                                 rotation: options.csvRotate, keep: options.keep, note: { [io] in io.error($0) },
+                                 comment: CalibrationNotes.csvComment(manager, kinds: kinds, uncalibrated: options.uncalibrated))
             } catch {
                 io.error(error.message)
                 return io.end(error.status)
@@ -359,6 +360,9 @@ enum Watch {
                 if options.verbose, let mode {
                     session.report(WatchSession.setupLine(kind, sensor: manager.sensor(kind), mode: mode,
                                                            frequency: frequency, interval: options.interval))
+                    if let line = CalibrationNotes.verbose(kind, manager: manager, uncalibrated: options.uncalibrated) { session.report(line) }
+                } else if let problem = manager.sensor(kind)?.calibrationProblem {
+                    session.report("\(MonitorOptions.commandName): note: the \(kind) is read uncalibrated: \(problem)")
                 }
             }
         }

@@ -12,7 +12,8 @@ extension Discovery {
 
 /// Polled (sysfs) reads of one three-axis sensor.
 enum PolledReader {
-    /// Reads the three `raw` files, then `(raw + offset) · scale` and the mount matrix `M · v`.
+    /// Reads the three `raw` files, then `(raw + offset) · scale`, the sensor's calibration
+    /// (``SensorInfo/calibration``) and the mount matrix `M · v`.
     /// The result is in the kernel's SI units and sign, in the device's axes.
     ///
     /// - Parameters:
@@ -52,6 +53,7 @@ enum PolledReader {
             }
         }
         let end = monotonicSeconds()
+        if let c = info.calibration { raw = c.apply(raw) }
         return (info.mountMatrix.apply(raw), start + (end - start) / 2)
     }
 }

@@ -1,5 +1,6 @@
 /// Decodes scans into samples: each element per its format (endianness, sign, bits, storage,
-/// shift), then `(raw + offset) · scale`, then the mount matrix. No allocation per scan.
+/// shift), then `(raw + offset) · scale`, then the sensor's calibration (``SensorCalibration``,
+/// folded into the offset and the matrix), then the mount matrix. No allocation per scan.
 ///
 /// Two entry points:
 /// - ``decode(_:fallbackTime:into:)``: one scan, every sensor, in the kernel's SI units, element by
@@ -145,6 +146,19 @@ struct ScanDecoder {
     /// ``sensors`` folded for ``units``.
     var folded: [Folded]
 
+    /// A sensor's offset and matrix with its calibration folded in:
+    /// `M · A · ((raw + offset) · scale − bias) = (M · A) · ((raw + offset − bias / scale) · scale)`,
+    /// so the bias joins the offset and `A` the mount matrix, and every decoding path applies it
+    /// with no work of its own. (An axis with a zero scale reads 0 whatever its bias.)
+    static func fold(_ calibration: SensorCalibration?, scale s: AxisValues, offset: AxisValues,
+                     mount: [[Double]]) -> (offset: AxisValues, rows: [[Double]]) {
+        guard let c = calibration else { return (offset, mount) }
+        var o = offset
+        for axis in Axis.allCases where s[axis] != 0 { o[axis] -= c.bias[axis] / s[axis] }
+        let rows = (0..<3).map { i in (0..<3).map { j in (0..<3).reduce(0.0) { $0 + mount[i][$1] * c.matrix[$1][j] } } }
+        return (o, rows)
+    }
+
     /// A decoder of `buffer`'s scans, or nil when libiio did not enable one of the channels.
     init?(layout: DeviceLayout, buffer: IIOBuffer, device: Int, clockOffset: Int64, units: MotionUnits = .si) {
         var sensors: [Sensor] = []
@@ -156,8 +170,7 @@ struct ScanDecoder {
                 elements.append(Element(offset: off, format: f))
             }
             let s = plan.info.scale ?? AxisValues(all: 1)
-            let o = plan.info.offset
-            let r = plan.info.mountMatrix.rows
+            let (o, r) = Self.fold(plan.info.calibration, scale: s, offset: plan.info.offset, mount: plan.info.mountMatrix.rows)
             sensors.append(Sensor(kind: plan.info.kind, axes: (elements[0], elements[1], elements[2]),
                                   scale: (s.x, s.y, s.z), offset: (o.x, o.y, o.z),
                                   m: (r[0][0], r[0][1], r[0][2], r[1][0], r[1][1], r[1][2], r[2][0], r[2][1], r[2][2])))

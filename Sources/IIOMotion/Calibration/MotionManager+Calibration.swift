@@ -1,0 +1,81 @@
+extension MotionManager {
+    /// Which calibrations a manager applies to accelerometer and gyroscope readings.
+    public enum CalibrationChoice: Sendable, Hashable {
+        /// The ones stored for each device (``SensorCalibration/stored(for:uri:folder:)``, written
+        /// by `motion-monitor calibrate`); a sensor without one reads uncalibrated.
+        case stored
+        /// None: the readings as the kernel gives them, as Android's uncalibrated sensors.
+        case uncalibrated
+        /// These, by sensor kind; the kinds left out read uncalibrated.
+        case supplied([SensorKind: SensorCalibration])
+    }
+
+    /// The calibration applied to readings of `kind`, nil when none is.
+    /// - Parameter kind: ``SensorKind/accelerometer`` or ``SensorKind/gyroscope``.
+    /// - Returns: the calibration in force.
+    public func calibration(for kind: SensorKind) -> SensorCalibration? {
+        sensor(kind)?.calibration
+    }
+
+    /// Applies `calibration` to readings of `kind` from now on (nil: none): polled reads at once,
+    /// streams from their next start (stop and start the updates to apply it to a running one).
+    /// Kept across ``rediscover()``. Nothing is stored: see ``SensorCalibration/save(for:uri:folder:)``.
+    /// - Parameters:
+    ///   - calibration: the calibration, or nil for uncalibrated readings.
+    ///   - kind: ``SensorKind/accelerometer`` or ``SensorKind/gyroscope``.
+    /// - Throws: ``MotionError`` (``MotionError/Code/invalidAttribute``) when the calibration is of
+    ///   another kind, or unusable (``SensorCalibration/problem``).
+    public func setCalibration(_ calibration: SensorCalibration?, for kind: SensorKind) throws(MotionError) {
+        if let calibration {
+            guard calibration.kind == kind else {
+                throw MotionError(code: .invalidAttribute, detail: "a \(calibration.kind) calibration cannot calibrate the \(kind)")
+            }
+            if let problem = calibration.problem {
+                throw MotionError(code: .invalidAttribute, detail: "the \(kind) calibration is unusable: \(problem)")
+            }
+        }
+        let settings = calibrationSettings.withLock { s in
+            s.explicit[kind] = .some(calibration)
+            return s
+        }
+        state.withLock { s in
+            guard var plan = s.chosen[kind] else { return }
+            settings.apply(to: &plan.info, uri: uri)
+            s.chosen[kind] = plan
+        }
+    }
+}
+
+/// A manager's calibration choice, and what ``MotionManager/setCalibration(_:for:)`` set since.
+struct CalibrationSettings: Sendable {
+    var choice: MotionManager.CalibrationChoice
+    /// Set by kind (a nil value: explicitly none).
+    var explicit: [SensorKind: SensorCalibration?] = [:]
+    /// The folder stored calibrations are read from; ``SensorCalibration/defaultFolder`` when nil.
+    var folder: String?
+
+    init(choice: MotionManager.CalibrationChoice) {
+        self.choice = choice
+    }
+
+    /// Puts the calibration for `info`'s sensor (or none) into `info`.
+    func apply(to info: inout SensorInfo, uri: String) {
+        info.calibration = nil
+        info.calibrationProblem = nil
+        guard info.kind != .magnetometer else { return }
+        if let set = explicit[info.kind] {
+            info.calibration = set
+            return
+        }
+        switch choice {
+        case .uncalibrated: return
+        case .supplied(let all): info.calibration = all[info.kind].flatMap { $0.kind == info.kind && $0.problem == nil ? $0 : nil }
+        case .stored:
+            do throws(MotionError) {
+                info.calibration = try SensorCalibration.stored(for: info, uri: uri, folder: folder)
+            } catch {
+                info.calibrationProblem = error
+            }
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Testing
+@testable import IIOMotion
+
+@Suite("Accelerometer and gyroscope calibration")
+struct SensorCalibrationTests {
+    /// A sensor reading `diag(gain) · K · truth + offset`.
+    static func faces(offset: [Double], gain: [Double], k: [[Double]]) -> [FaceFit.Face] {
+        var out: [FaceFit.Face] = []
+        for axis in 0..<3 {
+            for positive in [true, false] {
+                var t = [0.0, 0.0, 0.0]
+                t[axis] = positive ? standardGravity : -standardGravity
+                let r = (0..<3).map { i in gain[i] * (k[i][0] * t[0] + k[i][1] * t[1] + k[i][2] * t[2]) + offset[i] }
+                out.append(FaceFit.Face(axis: axis, positive: positive, mean: (r[0], r[1], r[2])))
+            }
+        }
+        return out
+    }
+
+    @Test("Six faces give back the offset, the gains and the cross-axis terms, with no residual")
+    func sixFaces() throws {
+        let offset = [0.29, -0.49, 0.2], gain = [1.01, 0.99, 1.002]
+        let k = [[1, 0.004, 0], [0, 1, -0.003], [0.002, 0, 1]]
+        let fit = try #require(FaceFit.fit(Self.faces(offset: offset, gain: gain, k: k)))
+        let c = fit.calibration
+        #expect(abs(c.bias.x - offset[0]) < 1e-9 && abs(c.bias.y - offset[1]) < 1e-9 && abs(c.bias.z - offset[2]) < 1e-9, "\(c.bias)")
+        let scale = try #require(c.scale)
+        #expect(abs(scale.x - gain[0]) < 1e-9 && abs(scale.y - gain[1]) < 1e-9 && abs(scale.z - gain[2]) < 1e-9, "\(scale)")
+        #expect(fit.residual < 1e-9)
+        // Any reading is taken back to the truth.
+        let truth = (x: 3.0, y: -4.0, z: 7.5)
+        let t = [truth.x, truth.y, truth.z]
+        let r = (0..<3).map { i in gain[i] * (k[i][0] * t[0] + k[i][1] * t[1] + k[i][2] * t[2]) + offset[i] }
+        let back = c.apply((r[0], r[1], r[2]))
+        #expect(abs(back.x - truth.x) < 1e-9 && abs(back.y - truth.y) < 1e-9 && abs(back.z - truth.z) < 1e-9)
+    }
+
+    @Test("A face off by 20 mg shows in the residual; too few faces fit nothing")
+    func residualAndMissing() throws {
+        var faces = Self.faces(offset: [0, 0, 0], gain: [1, 1, 1], k: [[1, 0, 0], [0, 1, 0], [0, 0, 1]])
+        faces[0].mean.0 += 0.02 * standardGravity
+        let fit = try #require(FaceFit.fit(faces))
+        #expect(fit.residual > 0.002 * standardGravity, "\(fit.residual)")
+        #expect(FaceFit.fit(Array(faces.prefix(3))) == nil)
+    }
+
+    @Test("Text round trip; a damaged or foreign file is refused with the reason")
+    func text() throws {
+        var c = SensorCalibration(kind: .accelerometer, bias: AxisValues(x: 0.1, y: -0.2, z: 1e-5),
+                                  matrix: [[1.01, 0.001, 0], [0, 0.99, 0], [0, 0, 1]], created: 1_796_532_814.5)
+        c.residual = 0.001
+        c.stillness = 0.02
+        c.device = "bmi160"
+        let back = try SensorCalibration(parsing: c.text)
+        #expect(back == c)
+        #expect(c.createdDescription == "2026-12-06 04:53:34 UTC")
+        #expect(throws: MotionError.self) { try SensorCalibration(parsing: "version 2\nkind accelerometer\nbias 0 0 0\nmatrix 1 0 0 0 1 0 0 0 1\n") }
+        #expect(throws: MotionError.self) { try SensorCalibration(parsing: "version 1\nkind accelerometer\nbias 0 x 0\nmatrix 1 0 0 0 1 0 0 0 1\n") }
+        #expect(throws: MotionError.self) { try SensorCalibration(parsing: "version 1\nkind gyroscope\nbias 0 0 0\nmatrix 0 0 0 0 0 0 0 0 0\n") }
+        #expect(throws: MotionError.self) { try SensorCalibration(parsing: "version 1\nkind magnetometer\nbias 0 0 0\nmatrix 1 0 0 0 1 0 0 0 1\n") }
+    }
+
+    @Test("Folded into the decoder, a calibration gives what applying it to the kernel's value and then the mount matrix gives")
+    func folded() {
+        let c = SensorCalibration(kind: .accelerometer, bias: AxisValues(x: 0.3, y: -0.5, z: 0.2),
+                                  matrix: [[0.99, 0.002, 0], [0.001, 1.01, -0.003], [0, 0.002, 0.998]])
+        let scale = AxisValues(x: 0.000598, y: 0.000598, z: 0.000598), offset = AxisValues(x: 3, y: 0, z: -2)
+        let mount: [[Double]] = [[0, 1, 0], [-1, 0, 0], [0, 0, 1]]
+        let (o, rows) = ScanDecoder.fold(c, scale: scale, offset: offset, mount: mount)
+        let raw = [1234.0, -16000, 8000]
+        let folded = (0..<3).map { i in (0..<3).reduce(0.0) { $0 + rows[i][$1] * (raw[$1] + o[Axis(rawValue: $1)!]) * scale[Axis(rawValue: $1)!] } }
+        let kernel = (x: (raw[0] + offset.x) * scale.x, y: (raw[1] + offset.y) * scale.y, z: (raw[2] + offset.z) * scale.z)
+        let calibrated = c.apply(kernel)
+        let expected = (try? MountMatrix(rows: mount))!.apply(calibrated)
+        #expect(abs(folded[0] - expected.x) < 1e-12 && abs(folded[1] - expected.y) < 1e-12 && abs(folded[2] - expected.z) < 1e-12)
+        #expect(ScanDecoder.fold(nil, scale: scale, offset: offset, mount: mount).offset == offset)
+    }
+}

@@ -1,0 +1,191 @@
+import Foundation
+import Glibc
+import IIOSimKit
+import Testing
+
+// `motion-monitor calibrate` as a person runs it, in a terminal (util-linux `script` gives it a
+// pty), against iio-sim's accelerometer with a known offset, scale and misalignment and a
+// gyroscope with a known bias, laid on its six faces by the `faces` motion. The stored
+// calibration is compared with what the simulator was given; then readings of the same device
+// are compared with the truth (calibrated) and with the simulator's distorted values
+// (--uncalibrated).
+
+@Suite("motion-monitor calibrate under iio-sim", .timeLimit(.minutes(10)),
+       .enabled(if: CalibrationRuns.ready, Comment(rawValue: CalibrationRuns.notReadyReason)))
+struct CalibrationTests {
+    @Test("Six faces in a terminal: offsets within 2 mg, scales within 0.2 %, gyroscope bias; then readings match the truth, and --uncalibrated gives the raw ones")
+    func sixFaces() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let mm = SimHarness.product("motion-monitor")
+        // The pty comes from `script` outside the simulator (its namespace has no /dev/pts):
+        // iio-sim hands its terminal to motion-monitor.
+        let calibrate = [SimHarness.product("iio-sim")] + CalibrationRuns.simArguments(bump: nil)
+            + ["--", mm, "calibrate", "--still", "0.75", "--seconds", "1.5", "--timeout", "60"]
+        let quoted = calibrate.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        let r = try SimHarness.run("/usr/bin/script", ["-qec", quoted, "/dev/null"],
+                                   environment: ["XDG_STATE_HOME": dir, "TERM": "xterm", "NO_COLOR": ""])
+        // Then the board lies still on the last face (-x up), in a second run of the simulator.
+        let script = """
+        echo "MOUNT=$(cat /sys/bus/iio/devices/iio:device0/in_mount_matrix)"
+        \(mm) --json --si --sensor accelerometer --interval 0 --count 40 | sed 's/^/CAL /'
+        \(mm) --json --si --sensor accelerometer --interval 0 --count 40 --uncalibrated | sed 's/^/RAW /'
+        \(mm) --json --sensor gyroscope --interval 0 --count 40 | sed 's/^/GYRO /'
+        \(mm) --csv - --sensor accelerometer --count 1 --quiet | sed 's/^/CSV /'
+        \(mm) --once --json --si --sensor accelerometer | sed 's/^/ONCE /'
+        """
+        var still = CalibrationRuns.simArguments(bump: nil)
+        still[still.firstIndex(of: "--motion")! + 1] = "still:up=-x"
+        let readings = try SimHarness.run(SimHarness.product("iio-sim"), still + ["--", "/bin/sh", "-c", script],
+                                          environment: ["XDG_STATE_HOME": dir])
+        #expect(readings.status == 0, "\(readings)")
+        let after = readings.out
+        let out = r.out
+        #expect(r.status == 0, "\(r)")
+        #expect(out.contains("6 of 6") && out.contains("Mount matrix: right"), "\(r)")
+        #expect(out.contains("\r\u{1B}[K"), "a status line rewritten in place on a terminal")
+        #expect(out.contains("\u{1B}[1m"), "instructions in bold on a terminal without NO_COLOR")
+
+        // The stored accelerometer calibration against what the simulator was given.
+        let accel = try CalibrationRuns.file(dir + "/iiomotion/accelerometer-bmi160.txt")
+        let g = MotionScript.g
+        for (axis, given) in CalibrationRuns.offsetMG.enumerated() {
+            let found = accel.bias[axis] / g * 1000
+            #expect(abs(found - given) < 2, "offset \(axis): \(found) mg, given \(given) mg")
+        }
+        let scale = try #require(CalibrationRuns.inverseDiagonal(accel.matrix))
+        for (axis, given) in CalibrationRuns.scale.enumerated() {
+            #expect(abs(scale[axis] / given - 1) < 0.002, "scale \(axis): \(scale[axis]), given \(given)")
+        }
+        // The gyroscope's bias is given in device axes; the file holds the sensor's: Mᵀ · bias.
+        let mountText = try #require(after.split(separator: "\n").first { $0.hasPrefix("MOUNT=") }).dropFirst(6)
+        let mount = try #require(Mat3(mountMatrix: String(mountText)))
+        let gyro = try CalibrationRuns.file(dir + "/iiomotion/gyroscope-bmi160.txt")
+        let chipBias = mount.transposed * CalibrationRuns.gyroBias
+        for axis in 0..<3 {
+            #expect(abs(gyro.bias[axis] - chipBias[axis]) < 0.0005, "gyroscope bias \(axis): \(gyro.bias[axis]), given \(chipBias[axis]) rad/s")
+        }
+
+        // The board lies on its last face, -x up: the truth is (-g, 0, 0) m/s², no rotation.
+        let truth = Vec3(-g, 0, 0)
+        let calibrated = try CalibrationRuns.mean(after, prefix: "CAL ")
+        for axis in 0..<3 {
+            #expect(abs(calibrated[axis] - truth[axis]) / g * 1000 < 2, "calibrated \(axis): \(calibrated[axis]) m/s², truth \(truth[axis])")
+        }
+        let once = try CalibrationRuns.mean(after, prefix: "ONCE ", least: 1)
+        for axis in 0..<3 {
+            #expect(abs(once[axis] - truth[axis]) / g * 1000 < 5, "a polled read, calibrated \(axis): \(once[axis]) m/s², truth \(truth[axis])")
+        }
+        var imperfections = Imperfections()
+        imperfections.accelOffset = Vec3(CalibrationRuns.offsetMG[0], CalibrationRuns.offsetMG[1], CalibrationRuns.offsetMG[2]) * (g / 1000)
+        imperfections.accelScale = Vec3(CalibrationRuns.scale[0], CalibrationRuns.scale[1], CalibrationRuns.scale[2])
+        imperfections.accelMisalignment = try #require(Mat3(mountMatrix: CalibrationRuns.misalignment))
+        let distorted = mount * imperfections.distortedAcceleration(mount.transposed * truth)
+        let raw = try CalibrationRuns.mean(after, prefix: "RAW ")
+        for axis in 0..<3 {
+            #expect(abs(raw[axis] - distorted[axis]) / g * 1000 < 2, "uncalibrated \(axis): \(raw[axis]) m/s², the simulator's \(distorted[axis])")
+        }
+        #expect(abs(raw[1] - truth[1]) / g * 1000 > 20, "the uncalibrated reading is off by the offset")
+        let rate = try CalibrationRuns.mean(after, prefix: "GYRO ")
+        for axis in 0..<3 { #expect(abs(rate[axis]) < 0.001, "calibrated rotation rate at rest \(axis): \(rate[axis]) rad/s") }
+        #expect(after.contains("CSV timestamp,sensor,device,x,y,z\nCSV # accelerometer calibrated 20"), "the log says it is calibrated: \(readings)")
+    }
+
+    @Test("A knock while a face is measured is refused, line by line when not a terminal, and nothing is stored")
+    func movedDuringAFace() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try SimHarness.run(SimHarness.product("iio-sim"),
+                                   CalibrationRuns.simArguments(bump: 2) + ["--", SimHarness.product("motion-monitor"), "calibrate",
+                                                                            "--still", "0.75", "--seconds", "1.5", "--timeout", "60"],
+                                   environment: ["XDG_STATE_HOME": dir])
+        #expect(r.status == 65, "\(r)")
+        #expect(r.out.contains("Measured face up") && r.out.contains("refused: the board moved while top edge up"), "\(r)")
+        #expect(r.out.contains("Nothing was stored."), "\(r)")
+        #expect(!r.out.contains("\r") && !r.out.contains("\u{1B}"), "plain lines when stdout is not a terminal: \(r)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/iiomotion/accelerometer-bmi160.txt"))
+    }
+
+    @Test("A face missing when the time is up is refused; --show and --forget")
+    func faceMissing() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let mm = SimHarness.product("motion-monitor")
+        let script = """
+        \(mm) calibrate --still 0.5 --seconds 1 --timeout 4; echo "STATUS=$?"
+        \(mm) calibrate --show
+        mkdir -p \(dir)/iiomotion
+        printf 'version 1\\nkind accelerometer\\nbias 0.1 0 0\\nmatrix 1 0 0 0 1 0 0 0 1\\n' > \(dir)/iiomotion/accelerometer-bmi160.txt
+        \(mm) calibrate --show
+        \(mm) --list
+        \(mm) calibrate --forget
+        \(mm) calibrate --show
+        """
+        let r = try SimHarness.run(SimHarness.product("iio-sim"), ["--fixture", "bmi160", "--", "/bin/sh", "-c", script],
+                                   environment: ["XDG_STATE_HOME": dir])
+        let out = r.out
+        #expect(out.contains("refused: timed out after 4 s with 1 of 6 faces measured; faces missing: face down"), "\(r)")
+        #expect(out.contains("STATUS=65"), "\(r)")
+        #expect(out.contains("accelerometer of iio:device0 (bmi160): not calibrated (no \(dir)/iiomotion/accelerometer-bmi160.txt)"), "\(r)")
+        #expect(out.contains("accelerometer of iio:device0 (bmi160): calibrated 1970-01-01 00:00:00 UTC"), "\(r)")
+        #expect(out.contains("offset (sensor axes): x +10.2 mg, y +0.0 mg, z +0.0 mg"), "\(r)")
+        #expect(out.contains("iio:device0 (bmi160) accelerometer: calibrated 1970-01-01 00:00:00 UTC"), "--list: \(r)")
+        #expect(out.contains("removed \(dir)/iiomotion/accelerometer-bmi160.txt"), "\(r)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/iiomotion/accelerometer-bmi160.txt"))
+    }
+}
+
+private enum CalibrationRuns {
+    static var notReadyReason: String {
+        if !SimHarness.monitorNotReadyReason.isEmpty { return SimHarness.monitorNotReadyReason }
+        return FileManager.default.isExecutableFile(atPath: "/usr/bin/script") ? "" : "script (util-linux) is not installed"
+    }
+    static var ready: Bool { SimHarness.monitorReady("motion-monitor calibrate tests", extra: notReadyReason) }
+
+    static let offsetMG = [30.0, -50.0, 20.0]
+    static let scale = [1.01, 0.99, 1.002]
+    static let misalignment = "1,0.004,0;0,1,-0.003;0.002,0,1"
+    static let gyroBias = Vec3(0.01, -0.02, 0.005)
+
+    static func simArguments(bump: Int?) -> [String] {
+        ["--fixture", "bmi160", "--motion", "faces:hold=3.5,move=1" + (bump.map { ",bump=\($0)" } ?? ""),
+         "--accel-offset", offsetMG.map { "\($0)" }.joined(separator: ","),
+         "--accel-scale", scale.map { "\($0)" }.joined(separator: ","),
+         "--accel-misalignment", misalignment,
+         "--gyro-bias", "\(gyroBias.x),\(gyroBias.y),\(gyroBias.z)",
+         "--accel-noise", "0.01", "--gyro-noise", "0.001"]
+    }
+
+    /// A calibration file's bias and matrix.
+    static func file(_ path: String) throws -> (bias: [Double], matrix: [[Double]]) {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        func numbers(_ key: String) -> [Double] {
+            text.split(separator: "\n").first { $0.hasPrefix(key + " ") }.map { $0.split(separator: " ").dropFirst().compactMap { Double($0) } } ?? []
+        }
+        let b = numbers("bias"), m = numbers("matrix")
+        try #require(b.count == 3 && m.count == 9, "\(path):\n\(text)")
+        return (b, [Array(m[0..<3]), Array(m[3..<6]), Array(m[6..<9])])
+    }
+
+    /// The diagonal of a 3×3 matrix's inverse (each axis's gain).
+    static func inverseDiagonal(_ m: [[Double]]) -> [Double]? {
+        let det = m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+        guard det != 0 else { return nil }
+        return [(m[1][1] * m[2][2] - m[1][2] * m[2][1]) / det, (m[0][0] * m[2][2] - m[0][2] * m[2][0]) / det,
+                (m[0][0] * m[1][1] - m[0][1] * m[1][0]) / det]
+    }
+
+    /// The mean x, y, z of the JSON lines after `prefix`.
+    static func mean(_ out: String, prefix: String, least: Int = 10) throws -> Vec3 {
+        var sum = Vec3.zero, n = 0.0
+        for line in out.split(separator: "\n") where line.hasPrefix(prefix) {
+            guard let object = try JSONSerialization.jsonObject(with: Data(line.dropFirst(prefix.count).utf8)) as? [String: Any],
+                  let x = object["x"] as? Double, let y = object["y"] as? Double, let z = object["z"] as? Double else { continue }
+            sum += Vec3(x, y, z)
+            n += 1
+        }
+        try #require(n >= Double(least), "\(Int(n)) \(prefix)readings in:\n\(out.suffix(3000))")
+        return sum / n
+    }
+}
