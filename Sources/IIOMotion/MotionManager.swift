@@ -75,8 +75,11 @@ public final class MotionManager: Sendable {
     ///     the display's sensor over the base's on 2-in-1s).
     ///   - gyroscope: which device provides the gyroscope.
     ///   - magnetometer: which device provides the magnetometer.
-    ///   - mountMatrixOverrides: mount matrices to use instead of the ones the kernel publishes,
-    ///     e.g. from udev's `ACCEL_MOUNT_MATRIX`.
+    ///   - mountMatrixOverrides: mount matrices to use instead of the ones discovery finds. Without
+    ///     an override a sensor's matrix is udev's (`ACCEL_MOUNT_MATRIX` from systemd's hardware
+    ///     database, for a local context's accelerometer and a gyroscope on the same device), else
+    ///     the kernel's (`in_accel_mount_matrix`, `mount_matrix`, ...), else the identity;
+    ///     ``SensorInfo/mountMatrixSource`` says which.
     public init(
         uri: String = "local:",
         units: MotionUnits = .coreMotion,

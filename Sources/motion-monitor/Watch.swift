@@ -359,8 +359,11 @@ enum Watch {
                 if options.verbose, let mode {
                     session.report(WatchSession.setupLine(kind, sensor: manager.sensor(kind), mode: mode,
                                                            frequency: frequency, interval: options.interval))
+                    if let sensor = manager.sensor(kind) { session.report(MountMatrixText.verboseLine(sensor)) }
                 }
             }
+            // A matrix udev gave that could not be used: always said (the axes are the kernel's).
+            for line in MountMatrixText.notes(kinds.compactMap { manager.sensor($0) }, sayNoUdev: false) { session.report(line) }
         }
     }
 
