@@ -145,7 +145,10 @@ enum Watch {
             var timeout = 3600.0
             if let deadline {
                 timeout = deadline - monotonicSeconds()
-                if timeout <= 0 { break }
+                if timeout <= 0 {
+                    session.durationElapsed()
+                    break
+                }
             }
             if options.waitForDevice {
                 timeout = min(timeout, 0.5)
