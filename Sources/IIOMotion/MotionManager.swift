@@ -140,10 +140,7 @@ public final class MotionManager: Sendable {
             guard let pick = selector.choose(from: candidates.map(\.info), sameDeviceAs: preferred),
                   var plan = candidates.first(where: { $0.info.deviceID == pick.deviceID })
             else { continue }
-            if let m = overrides[kind] {
-                plan.info.mountMatrix = m
-                plan.info.mountMatrixSource = .override
-            }
+            plan.info = plan.info.overridingMountMatrix(with: overrides[kind])
             chosen[kind] = plan
         }
         return State(discovery: .success(discovery), chosen: chosen)

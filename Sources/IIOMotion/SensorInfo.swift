@@ -64,6 +64,18 @@ public struct SensorInfo: Sendable, Hashable {
     }
 }
 
+extension SensorInfo {
+    /// This sensor with a caller's mount matrix (``MotionManager``'s `mountMatrixOverrides`), which
+    /// wins over udev's and the kernel's; unchanged when `matrix` is nil.
+    func overridingMountMatrix(with matrix: MountMatrix?) -> SensorInfo {
+        guard let matrix else { return self }
+        var info = self
+        info.mountMatrix = matrix
+        info.mountMatrixSource = .override
+        return info
+    }
+}
+
 /// One IIO device that carries at least one motion sensor.
 public struct DeviceInfo: Sendable, Hashable {
     /// The IIO device id, e.g. `"iio:device0"`.
