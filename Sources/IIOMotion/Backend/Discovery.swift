@@ -191,9 +191,9 @@ extension Discovery {
 
     /// The mount matrix udev gives a sensor of this kind, from the device's properties: its
     /// `ACCEL_MOUNT_MATRIX` for the accelerometer and for a gyroscope on the same device (one chip,
-    /// one set of axes: the kernel's IMU drivers, e.g. inv_mpu6050 and bmi160, publish one
-    /// `in_mount_matrix` for both); none for a magnetometer (a separate die with axes of its own,
-    /// and systemd defines no property for it). A value that is not a mount matrix is rejected,
+    /// one set of axes: the kernel's IMU drivers give both one matrix, bmi160 as `in_mount_matrix`,
+    /// inv_mpu6050 the same one as `in_accel_` and `in_anglvel_mount_matrix`); none for a
+    /// magnetometer (inv_mpu6050's has a matrix of its own, and systemd defines no property for it). A value that is not a mount matrix is rejected,
     /// with a sentence naming the device and the property.
     static func udevMountMatrix(_ properties: [String: String], kind: SensorKind, deviceText: String)
         -> (matrix: MountMatrix?, rejected: String?) {
