@@ -38,12 +38,20 @@ let package = Package(
             pkgConfig: "libiio",
             providers: [.apt(["libiio-dev"])]
         ),
+        // libudev, found through pkg-config (`apt-get install libudev-dev`): discovery reads udev's
+        // hardware-database properties of each local IIO device (ACCEL_MOUNT_MATRIX, ACCEL_LOCATION)
+        // in IIOMotion's Backend/UdevDatabase.swift, the only code that calls it.
+        .systemLibrary(
+            name: "CLibUdev",
+            pkgConfig: "libudev",
+            providers: [.apt(["libudev-dev"])]
+        ),
         // The only code that calls libiio.
         .target(name: "CIIOShim", dependencies: ["CLibIIO"], cSettings: cSettings),
         // What every target shares: a lock ThreadSanitizer understands (see Locked.swift for why not
         // Synchronization.Mutex), the monotonic clock, and errno text.
         .target(name: "SystemSupport", swiftSettings: swiftSettings),
-        .target(name: "IIOMotion", dependencies: ["CIIOShim", "SystemSupport"], swiftSettings: swiftSettings),
+        .target(name: "IIOMotion", dependencies: ["CIIOShim", "CLibUdev", "SystemSupport"], swiftSettings: swiftSettings),
         .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "MotionMQTT", "SystemSupport"], swiftSettings: swiftSettings,
                           linkerSettings: staticRuntime),
         // Library scenarios the integration tests run inside iio-sim (a test process cannot enter

@@ -77,8 +77,11 @@ public final class MotionManager: Sendable {
     ///     the display's sensor over the base's on 2-in-1s).
     ///   - gyroscope: which device provides the gyroscope.
     ///   - magnetometer: which device provides the magnetometer.
-    ///   - mountMatrixOverrides: mount matrices to use instead of the ones the kernel publishes,
-    ///     e.g. from udev's `ACCEL_MOUNT_MATRIX`.
+    ///   - mountMatrixOverrides: mount matrices to use instead of the ones discovery finds. Without
+    ///     an override a sensor's matrix is udev's (`ACCEL_MOUNT_MATRIX` from systemd's hardware
+    ///     database, for a local context's accelerometer and a gyroscope on the same device), else
+    ///     the kernel's (`in_accel_mount_matrix`, `mount_matrix`, ...), else the identity;
+    ///     ``SensorInfo/mountMatrixSource`` says which.
     ///   - calibration: the accelerometer and gyroscope calibrations applied to readings: the
     ///     ones `motion-monitor calibrate` stored (default), none, or the caller's.
     public init(
@@ -146,10 +149,7 @@ public final class MotionManager: Sendable {
             guard let pick = selector.choose(from: candidates.map(\.info), sameDeviceAs: preferred),
                   var plan = candidates.first(where: { $0.info.deviceID == pick.deviceID })
             else { continue }
-            if let m = overrides[kind] {
-                plan.info.mountMatrix = m
-                plan.info.mountMatrixSource = .override
-            }
+            plan.info = plan.info.overridingMountMatrix(with: overrides[kind])
             calibration.apply(to: &plan.info, uri: uri)
             chosen[kind] = plan
         }

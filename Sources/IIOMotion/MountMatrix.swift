@@ -21,13 +21,19 @@ public struct MountMatrix: Sendable, Hashable, CustomStringConvertible {
         case override
         /// The device publishes none; the identity is used.
         case identity
+        /// Given by udev for the device: a property systemd's hardware database sets
+        /// (`/lib/udev/hwdb.d/60-sensor.hwdb`, local entries in `/etc/udev/hwdb.d/`), e.g.
+        /// `"ACCEL_MOUNT_MATRIX"`. It replaces the kernel's matrix, as in iio-sensor-proxy.
+        case udev(property: String)
 
-        /// A short phrase such as `in_accel_mount_matrix`, `caller override`, `identity (none published)`.
+        /// A short phrase such as `in_accel_mount_matrix`, `caller override`, `identity (none published)`,
+        /// `udev hwdb ACCEL_MOUNT_MATRIX`.
         public var description: String {
             switch self {
             case .sysfs(let file): file
             case .override: "caller override"
             case .identity: "identity (none published)"
+            case .udev(let property): "udev hwdb \(property)"
             }
         }
     }

@@ -53,10 +53,33 @@ public struct SensorInfo: Sendable, Hashable {
     /// Why a stored calibration is not applied although a file is there (it is damaged, or of
     /// another version), naming the file; nil otherwise.
     public var calibrationProblem: MotionError?
+    /// udev's `ACCEL_LOCATION` for the device, `"display"` or `"base"`, from systemd's hardware
+    /// database; nil when udev gives none. Automatic selection reads it before ``label`` and
+    /// ``location`` (as iio-sensor-proxy does).
+    public var udevLocation: String? = nil
+    /// Why a mount matrix udev gives for the device was not used (a value that is not a mount
+    /// matrix), as a full sentence naming the device and the property; nil otherwise. The kernel's
+    /// matrix is used instead.
+    public var rejectedUdevMountMatrix: String? = nil
+    /// Why udev was not asked about the device: `"a remote (ip:) context has no udev"`, or that
+    /// this machine has no udev database; nil when it was asked.
+    public var udevUnavailable: String? = nil
 
     /// `"iio:device0 (bmi160)"`: how messages name the device.
     public var deviceDescription: String {
         deviceName.map { "\(deviceID) (\($0))" } ?? deviceID
+    }
+}
+
+extension SensorInfo {
+    /// This sensor with a caller's mount matrix (``MotionManager``'s `mountMatrixOverrides`), which
+    /// wins over udev's and the kernel's; unchanged when `matrix` is nil.
+    func overridingMountMatrix(with matrix: MountMatrix?) -> SensorInfo {
+        guard let matrix else { return self }
+        var info = self
+        info.mountMatrix = matrix
+        info.mountMatrixSource = .override
+        return info
     }
 }
 
@@ -96,8 +119,9 @@ public struct DeviceSelector: Sendable, Hashable, CustomStringConvertible {
     }
     let rule: Rule
 
-    /// Pick automatically: an accelerometer labelled `accel-display` (or with `location` `lid`)
-    /// before an unlabelled one, before one in the base (`accel-base`, `location` `base`); a
+    /// Pick automatically: an accelerometer in the display (udev's `ACCEL_LOCATION` `display`,
+    /// else labelled `accel-display`, else `location` `lid`) before one of unknown place, before
+    /// one in the base (`ACCEL_LOCATION` `base`, `accel-base`, `location` `base`); a
     /// gyroscope or magnetometer on the same device as the chosen accelerometer when there is one;
     /// otherwise the lowest-numbered device.
     public static let automatic = DeviceSelector(rule: .automatic)
@@ -156,11 +180,18 @@ public struct DeviceSelector: Sendable, Hashable, CustomStringConvertible {
     /// Sort key for automatic selection; smaller is better. `min` keeps the first of equals, and
     /// candidates are pre-sorted by device number, so ties go to the lowest-numbered device.
     private static func rank(_ s: SensorInfo, _ preferred: String?) -> (Int, Int, Int) {
-        (s.isAvailable ? 0 : 1, s.deviceID == preferred ? 0 : 1, placementRank(label: s.label, location: s.location))
+        (s.isAvailable ? 0 : 1, s.deviceID == preferred ? 0 : 1,
+         placementRank(label: s.label, location: s.location, udevLocation: s.udevLocation))
     }
 
-    /// 0 display/lid, 1 unknown, 2 camera, 3 base.
-    static func placementRank(label: String?, location: String?) -> Int {
+    /// 0 display/lid, 1 unknown, 2 camera, 3 base. udev's `ACCEL_LOCATION` (systemd's hardware
+    /// database, the machine's own quirk) comes first, then the `label`, then the `location` file.
+    static func placementRank(label: String?, location: String?, udevLocation: String? = nil) -> Int {
+        switch udevLocation?.lowercased() {
+        case "display", "lid": return 0
+        case "base": return 3
+        default: break
+        }
         let l = label?.lowercased()
         let loc = location?.lowercased()
         if l == "accel-display" || loc == "lid" || loc == "display" { return 0 }

@@ -43,6 +43,9 @@ final class DeviceSim: Sendable {
     let channels: [ChannelSim]
     let options: SimulationOptions
     let isNoIRQ: Bool
+    /// `--stall`: when (seconds after each buffer enable) the device stops delivering, and for how
+    /// long (nil: for good).
+    let stall: (after: Double, duration: Double?)?
     let state: Locked<State>
     /// The fixture's triggers (which may drive this device, and at what rate).
     let triggers: [Fixture.Trigger]
@@ -89,6 +92,8 @@ final class DeviceSim: Sendable {
                        typeName: ch.typeName, axis: ch.axis)
         }
         isNoIRQ = options.noIRQ.contains { $0 == "iio:device\(number)" || $0 == spec.name || $0 == spec.label }
+        stall = options.stall.first { $0.device == "iio:device\(number)" || $0.device == spec.name || $0.device == spec.label }
+            .map { ($0.after, $0.duration) }
         let cal = Calibration(scale: channels.map { _ in 1 }, offset: channels.map { _ in 0 }, mount: [:])
         state = Locked(State(calibration: cal, noise: NoiseSource(seed: options.seed &+ UInt64(number) &* 7919)))
     }

@@ -85,6 +85,9 @@ public struct SimCommandLine: Sendable {
                               --unplug of a twin: a sensor unplugged and plugged in again, under a
                               new index as the kernel gives it)
       --no-irq DEV            the device's buffer enables but never delivers data
+      --stall DEV@SECONDS[+DURATION]
+                              SECONDS after its buffer is enabled the device stops delivering data,
+                              for DURATION seconds (default: for good), as a sensor hub that stalls
       --unreadable DEV/FILE   make one attribute file unreadable (mode 0000)
       --read-only DEV/FILE    make one attribute file read-only (mode 0444): writes to it fail
       --set DEV/FILE=VALUE    give an attribute file other contents (e.g. garbage)
@@ -195,6 +198,19 @@ public struct SimCommandLine: Sendable {
                 }
                 options.plug.append((String(v[..<at]), t))
             case "--no-irq": options.noIRQ.append(try value(a))
+            case "--stall":
+                // DEV@SECONDS or DEV@SECONDS+DURATION
+                let v = try value(a)
+                let usage = UsageError(description: "--stall expects DEV@SECONDS[+DURATION], e.g. iio:device0@0.5+1.5")
+                guard let at = v.lastIndex(of: "@") else { throw usage }
+                let times = v[v.index(after: at)...].split(separator: "+", omittingEmptySubsequences: false)
+                guard (1...2).contains(times.count), let after = Double(times[0]), after >= 0 else { throw usage }
+                var duration: Double?
+                if times.count == 2 {
+                    guard let d = Double(times[1]), d > 0 else { throw usage }
+                    duration = d
+                }
+                options.stall.append((String(v[..<at]), after, duration))
             case "--read-only":
                 let (d, f) = try deviceFile(a, try value(a))
                 options.readOnly.append((d, f))

@@ -25,6 +25,9 @@ public struct SimulationOptions: Sendable {
     public var plug: [(device: String, after: Double)] = []
     /// Devices whose buffer enables but never delivers data (no data-ready interrupt).
     public var noIRQ: [String] = []
+    /// Devices whose buffer stops delivering data this many seconds after it is enabled, for
+    /// `duration` seconds (nil: for good), as a sensor hub that stalls.
+    public var stall: [(device: String, after: Double, duration: Double?)] = []
     /// Files (device, relative path) made unreadable (mode 0000).
     public var unreadable: [(device: String, file: String)] = []
     /// Files (device, relative path) made read-only (mode 0444): a write fails (EACCES), as a
@@ -135,7 +138,7 @@ public final class Simulator: Sendable {
         devices = devs
         router.devices.withLock { $0 = devs }
         triggerIDs = fixture.triggers.indices.map { "trigger\($0)" }
-        for sel in options.unplug.map(\.device) + options.plug.map(\.device) + options.noIRQ + options.unreadable.map(\.device) + options.readOnly.map(\.device)
+        for sel in options.unplug.map(\.device) + options.plug.map(\.device) + options.noIRQ + options.stall.map(\.device) + options.unreadable.map(\.device) + options.readOnly.map(\.device)
             + options.overrides.map(\.device) where device(matching: sel) == nil {
             throw Fixture.LoadError(description: "no device \"\(sel)\" in the fixture (devices: "
                 + devs.map { "\($0.id) (\($0.spec.name))" }.joined(separator: ", ") + ")")

@@ -329,7 +329,25 @@ final class StreamSession: Sendable {
         var next = SimClock.now()
         var rate = device.rate(types: types, simulator: simulator)
         var lastRateCheck = next
+        // `--stall`: from this long after the buffer was enabled, for this long (or for good),
+        // the device delivers nothing, as a sensor hub that stalls; then it goes on from then.
+        var stall = device.stall.map { s in
+            (start: next + Int64(s.after * 1e9), end: s.duration.map { next + Int64((s.after + $0) * 1e9) })
+        }
         while !shouldStop {
+            if let window = stall, SimClock.now() >= window.start {
+                stall = nil
+                simulator.log("\(device.id): stalled")
+                guard let end = window.end else {
+                    while !sleepOrStop(nanoseconds: 1_000_000_000) {}
+                    return
+                }
+                while SimClock.now() < end { if !wait(sink, until: end, wantSpace: false) { return } }
+                simulator.log("\(device.id): goes on after the stall")
+                next = SimClock.now()
+                pendingScans = 0
+                continue
+            }
             if rate <= 0 {  // a driver at 0 Hz produces nothing (cros-ec until sampling_frequency is set)
                 if !wait(sink, until: SimClock.now() + 100_000_000, wantSpace: false) { return }
                 rate = device.rate(types: types, simulator: simulator)

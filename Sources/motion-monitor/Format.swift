@@ -113,7 +113,8 @@ enum Format {
 
     /// `--list --json`: one object per device, keys in this order: `id`, `name`, `label`,
     /// `location`, `sensors`, `buffered`, `trigger`, `sampling_frequency` (Hz per sensor, or null),
-    /// `mount_matrix` (rows per sensor).
+    /// `mount_matrix` (rows per sensor), `mount_matrix_source` (per sensor: `kernel:FILE`,
+    /// `udev:PROPERTY`, `caller` or `identity`; see ``MountMatrixText/key(_:)``).
     static func json(_ devices: [DeviceInfo]) -> String {
         JSONValue.array(devices.map { d in
             .object([
@@ -128,13 +129,15 @@ enum Format {
                 ("mount_matrix", .object(d.sensors.map { s in
                     (s.kind.rawValue, .array(s.mountMatrix.rows.map { .array($0.map { .number($0) }) }))
                 })),
+                ("mount_matrix_source", .object(d.sensors.map { ($0.kind.rawValue, .string(MountMatrixText.key($0.mountMatrixSource))) })),
             ])
         }).text
     }
 
-    /// `--list`: a table with a header row, columns padded to their widest cell.
+    /// `--list`: a table with a header row, columns padded to their widest cell. MATRIX says where
+    /// the mount matrix in force comes from (``MountMatrixText/cell(_:)``).
     static func table(_ devices: [DeviceInfo]) -> String {
-        let header = ["DEVICE", "NAME", "LABEL", "SENSORS", "BUFFERED", "SAMPLING", "TRIGGER"]
+        let header = ["DEVICE", "NAME", "LABEL", "SENSORS", "BUFFERED", "SAMPLING", "TRIGGER", "MATRIX"]
         let rows = devices.map { d -> [String] in
             let label = d.label ?? d.location.map { "(location \($0))" } ?? "-"
             let frequencies = d.sensors.compactMap(\.samplingFrequency)
@@ -143,7 +146,7 @@ enum Format {
             let sampling = unique.isEmpty ? "-" : unique.map { "\(shortest($0)) Hz" }.joined(separator: ", ")
             return [
                 d.id, d.name ?? "-", label, d.sensors.map(\.kind.rawValue).joined(separator: ","),
-                d.canBuffer ? "yes" : "no", sampling, d.triggerName ?? "-",
+                d.canBuffer ? "yes" : "no", sampling, d.triggerName ?? "-", MountMatrixText.cell(d.sensors),
             ]
         }
         let all = [header] + rows

@@ -65,6 +65,10 @@ enum Monitor {
             Console.out(Format.table(devices))
             for line in CalibrationNotes.list(devices, uri: options.uri, uncalibrated: options.uncalibrated) { Console.out(line) }
         }
+        // Mount matrices udev gave but that could not be used; with -v, or for a remote context,
+        // that udev was not asked.
+        let sayNoUdev = options.verbose || !options.uri.hasPrefix("local:")
+        for line in MountMatrixText.notes(devices.flatMap(\.sensors), sayNoUdev: sayNoUdev) { Console.error(line) }
         // Sensors discovery could not use: say why, where the user looks for trouble.
         for device in devices {
             for sensor in device.sensors {
@@ -92,6 +96,7 @@ enum Monitor {
         let kinds = options.kinds.filter { !options.sensor.isOptional($0) || manager.sensor($0) != nil }
         let outcomes = kinds.map { kind in (kind: kind, outcome: sample(kind, from: manager)) }
         var report = Report.once(outcomes, json: options.json, units: options.units)
+        report.stderr = MountMatrixText.notes(kinds.compactMap { manager.sensor($0) }, sayNoUdev: false) + report.stderr
         if options.device != nil, outcomes.allSatisfy({ if case .missing = $0.outcome { true } else { false } }) {
             report.stderr.append(noMatchHint(options, manager))
         }

@@ -128,6 +128,14 @@ final class WatchSession: Sendable {
         var printed: [SensorKind: Int] = [:]
         /// Sensors that reached `--count` or failed.
         var done: Set<SensorKind> = []
+        /// Sensors that reached `--count` (their part of the run is over: a failure after it, a
+        /// device that stalls while the other sensors finish, is not the run's).
+        var reached: Set<SensorKind> = []
+        /// `--duration` has elapsed (``WatchSession/durationElapsed()``): failures from then on, while
+        /// the updates are being stopped, are not the run's.
+        var durationElapsed = false
+        /// Failures that came after their sensor's end condition was met, for `--verbose`.
+        var afterEnd: [String] = []
         var failures: [(kind: SensorKind, error: MotionError)] = []
         /// Sensors whose device went away (`--wait-for-device`), with that device's name and
         /// label (how it is recognised when it comes back) and when it went.
@@ -216,6 +224,7 @@ final class WatchSession: Sendable {
                 // A sensor that reached its count keeps running until all are done: stopping one
                 // sensor of a shared device would restart the device's buffer for the other.
                 s.done.insert(kind)
+                s.reached.insert(kind)
             }
             return take
         }
@@ -262,7 +271,10 @@ final class WatchSession: Sendable {
             let printed = s.printed[kind, default: 0]
             guard !s.done.contains(kind), limit.map({ printed < $0 }) ?? true else { return false }
             s.printed[kind] = printed + 1
-            if !countsBatches, let limit, printed + 1 >= limit { s.done.insert(kind) }
+            if !countsBatches, let limit, printed + 1 >= limit {
+                s.done.insert(kind)
+                s.reached.insert(kind)
+            }
             return true
         }
         guard ok else { return wakeIfDone() }
@@ -303,9 +315,16 @@ final class WatchSession: Sendable {
         wakeIfDone()
     }
 
-    /// Device motion's error: it has stopped (the sensors' own updates may go on).
+    /// Device motion's error: it has stopped (the sensors' own updates may go on). After its
+    /// `--count` was reached, or `--duration` elapsed, it is not a failure of the run.
     func failMotion(_ error: MotionError) {
         dispatchPrecondition(condition: .onQueue(queue))
+        let late = state.withLock { s -> Bool in
+            guard (s.motionDone && s.motionFailure == nil) || s.durationElapsed else { return false }
+            s.afterEnd.append("deviceMotion: \(error)")
+            return true
+        }
+        if late { return wakeIfDone() }
         if waitsForDevices, let device = error.device, Self.isGone(device, error) {
             state.withLock { $0.motionWaiting = true }
             report("\(MonitorOptions.commandName): device motion stopped: \(device) is gone; it resumes when its sensors are back.")
@@ -333,9 +352,17 @@ final class WatchSession: Sendable {
     /// some time after its data stopped (a driver being unbound, a loaded machine).
     static let silentRechecks = 6
 
+    /// A failure after the sensor reached its `--count`, or after `--duration` elapsed, is not a
+    /// failure of the run (the run's end condition was met): it is kept for `--verbose` only.
     /// - Parameter rechecks: how many more times a silent buffer's device is looked for.
     private func fail(_ kind: SensorKind, _ error: MotionError, rechecks: Int) {
         dispatchPrecondition(condition: .onQueue(queue))
+        let late = state.withLock { s -> Bool in
+            guard s.reached.contains(kind) || s.durationElapsed else { return false }
+            s.afterEnd.append("\(kind): \(error)")
+            return true
+        }
+        if late { return wakeIfDone() }
         if waitsForDevices, rechecks > 0, error.underlyingErrno == ETIMEDOUT, let label = label(kind), !Self.isGone(label.id, error) {
             queue.asyncAfter(deadline: .now() + 0.5) { [self] in fail(kind, error, rechecks: rechecks - 1) }
             return
@@ -436,6 +463,11 @@ final class WatchSession: Sendable {
         return display == .json ? Format.json(r) : Format.line(r, units: units)
     }
 
+    /// `--duration` has elapsed (from the main thread, before the updates are stopped).
+    func durationElapsed() {
+        state.withLock { $0.durationElapsed = true }
+    }
+
     private func wakeIfDone() {
         let allDone = state.withLock { s in
             (s.done.count >= kinds.count && (!motion || s.motionDone)) || s.logFailure != nil || s.stdoutGone
@@ -504,6 +536,9 @@ final class WatchSession: Sendable {
                 lines.append("\(kind): \(shown) \(countsBatches ? "taken" : "printed"); \(stats.samples) received, \(stats.delivered) delivered, \(stats.coalesced) coalesced")
             }
             if motion { lines.append("deviceMotion: \(s.motionShown) estimates shown") }
+            for failure in s.afterEnd {
+                lines.append("\(failure) (after its end condition was met: not a failure of the run)")
+            }
             lines += displaySummary(out, framesDue: framesDue)
         }
         for line in lines { stderr.control(line + "\n") }

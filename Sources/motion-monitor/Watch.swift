@@ -146,7 +146,10 @@ enum Watch {
             var timeout = 3600.0
             if let deadline {
                 timeout = deadline - monotonicSeconds()
-                if timeout <= 0 { break }
+                if timeout <= 0 {
+                    session.durationElapsed()
+                    break
+                }
             }
             if options.waitForDevice {
                 timeout = min(timeout, 0.5)
@@ -361,10 +364,13 @@ enum Watch {
                     session.report(WatchSession.setupLine(kind, sensor: manager.sensor(kind), mode: mode,
                                                            frequency: frequency, interval: options.interval))
                     if let line = CalibrationNotes.verbose(kind, manager: manager, uncalibrated: options.uncalibrated) { session.report(line) }
+                    if let sensor = manager.sensor(kind) { session.report(MountMatrixText.verboseLine(sensor)) }
                 } else if let problem = manager.sensor(kind)?.calibrationProblem {
                     session.report("\(MonitorOptions.commandName): note: the \(kind) is read uncalibrated: \(problem)")
                 }
             }
+            // A matrix udev gave that could not be used: always said (the axes are the kernel's).
+            for line in MountMatrixText.notes(kinds.compactMap { manager.sensor($0) }, sayNoUdev: false) { session.report(line) }
         }
     }
 

@@ -74,6 +74,20 @@ struct SimCommandLineTests {
         #expect(big.options.seed == UInt64.max)
     }
 
+    @Test("--stall DEV@SECONDS[+DURATION]: for good, or for a while; bad forms are usage errors")
+    func stall() throws {
+        let c = try SimCommandLine(arguments: ["--fixture", "b", "--stall", "iio:device0@0.5", "--stall", "accel_3d@1+1.5", "--", "x"])
+        #expect(c.options.stall.map(\.device) == ["iio:device0", "accel_3d"])
+        #expect(c.options.stall.map(\.after) == [0.5, 1])
+        #expect(c.options.stall.map(\.duration) == [nil, 1.5])
+        for bad in ["iio:device0", "iio:device0@", "iio:device0@-1", "iio:device0@1+", "iio:device0@1+0", "iio:device0@1+2+3", "d@x"] {
+            let message = try thrownError(SimCommandLine.UsageError.self) {
+                try SimCommandLine(arguments: ["--fixture", "b", "--stall", bad, "--", "x"])
+            }.description
+            #expect(message.contains("--stall expects DEV@SECONDS[+DURATION]"), "\(bad): \(message)")
+        }
+    }
+
     @Test("--help, --version and --list-fixtures need neither a fixture nor a COMMAND")
     func actions() throws {
         #expect(try SimCommandLine(arguments: ["--help"]).action == .help)

@@ -304,4 +304,44 @@ struct SilentDeviceTests {
             #expect(abs(period - 0.01) < 0.001, "samples 10 ms apart (100 Hz): \(period)")
         }
     }
+
+    @Test("A hub that stalls after a sensor reached --count, while another is still counting: exit 0, every reading printed (issue 33)")
+    func stallAfterCount() throws {
+        // An accelerometer at 416 Hz reaches --count 30 within 0.1 s and keeps running while the
+        // magnetometer, at 12.5 Hz, needs 2.4 s. 0.5 s after its buffer was enabled the
+        // accelerometer's device stalls for good: its refill times out (1.0 s) about 1 s before the
+        // run's end condition is met. The accelerometer's part of the run was over by then.
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fixture = dir + "/fast-and-slow.json"
+        try Data(#"""
+            { "description": "a fast accelerometer and a slow magnetometer, each with a hardware FIFO",
+              "devices": [
+                { "name": "fast_accel", "frequency_rule": "round-up",
+                  "attributes": { "in_accel_scale": "0.000598", "sampling_frequency": "416.000000",
+                                  "sampling_frequency_available": "416.000" },
+                  "channels": [ { "id": "accel_x", "index": 0, "format": "le:s16/16>>0" },
+                                { "id": "accel_y", "index": 1, "format": "le:s16/16>>0" },
+                                { "id": "accel_z", "index": 2, "format": "le:s16/16>>0" },
+                                { "id": "timestamp", "index": 3, "format": "le:s64/64>>0" } ],
+                  "buffer": { "triggered": false } },
+                { "name": "slow_magn", "frequency_rule": "round-up",
+                  "attributes": { "in_magn_scale": "0.001", "sampling_frequency": "12.500000",
+                                  "sampling_frequency_available": "12.500" },
+                  "channels": [ { "id": "magn_x", "index": 0, "format": "le:s16/16>>0" },
+                                { "id": "magn_y", "index": 1, "format": "le:s16/16>>0" },
+                                { "id": "magn_z", "index": 2, "format": "le:s16/16>>0" },
+                                { "id": "timestamp", "index": 3, "format": "le:s64/64>>0" } ],
+                  "buffer": { "triggered": false } } ] }
+            """#.utf8).write(to: URL(fileURLWithPath: fixture))
+        let r = try SimHarness.sim(["--fixture", fixture, "--stall", "fast_accel@0.5"],
+                                   script: "'\(Self.monitor)' --json --interval 0 --count 30 --verbose")
+        let readings = r.out.split(separator: "\n").compactMap { JSONReading(line: String($0)) }
+        #expect(readings.filter { $0.sensor == "accelerometer" }.count == 30, "\(r)")
+        #expect(readings.filter { $0.sensor == "magnetometer" }.count == 30, "\(r)")
+        #expect(r.status == 0, "the run's end condition was met: \(r)")
+        #expect(!r.stderr.contains("encountered error"), "\(r.stderr)")
+        // The stall is not hidden: --verbose says what came after the sensor's end.
+        #expect(r.stderr.contains("delivered no data for 1.0 s") && r.stderr.contains("not a failure of the run"), "\(r.stderr)")
+    }
 }

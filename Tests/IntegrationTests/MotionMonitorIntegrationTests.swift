@@ -188,6 +188,29 @@ struct MotionMonitorIntegrationTests {
         #expect(none.stderr.contains("No device matches --device nope") && none.stderr.contains("accel-display"), "\(none)")
     }
 
+    @Test("Where the mount matrix comes from: --list's MATRIX and mount_matrix_source, -v's line; over ip: udev is not asked, and --list says so",
+          .enabled(if: Tools.has("iiod"), "iiod is not installed (apt-get install iiod)"))
+    func mountMatrixSource() throws {
+        // iio-sim's devices are not on sysfs, so libudev knows none of them (sd_device checks the
+        // file system): their matrices are the kernel's. udev's own are the kernel suite's case udev-hwdb.
+        let local = try Tools.run(Tools.sim, ["--fixture", "lsm6dsx", "--", Tools.monitor, "--list"])
+        #expect(local.status == 0, "\(local)")
+        let rows = local.stdout.split(separator: "\n")
+        #expect(rows.first?.hasSuffix("MATRIX") == true && rows.dropFirst().allSatisfy { $0.hasSuffix("  kernel") }, "\(local)")
+        #expect(!local.stderr.contains("udev"), "a local --list without -v says nothing about udev: \(local)")
+        let json = try Tools.run(Tools.sim, ["--fixture", "lsm6dsx", "--", Tools.monitor, "--list", "--json"])
+        let devices = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]], "\(json)")
+        #expect(devices.map { $0["mount_matrix_source"] as? [String: String] }
+            == [["accelerometer": "kernel:mount_matrix"], ["gyroscope": "kernel:mount_matrix"]], "\(json)")
+        let verbose = try Tools.run(Tools.sim, ["--fixture", "lsm6dsx", "--", Tools.monitor, "--json", "--count", "1", "-v"])
+        #expect(verbose.status == 0, "\(verbose)")
+        #expect(verbose.stderr.contains("accelerometer: mount matrix -1, 0, 0; 0, -1, 0; 0, 0, 1 from the kernel (mount_matrix)"), "\(verbose)")
+        #expect(verbose.stderr.contains("gyroscope: mount matrix -1, 0, 0; 0, -1, 0; 0, 0, 1 from the kernel (mount_matrix)"), "\(verbose)")
+        let remote = try Tools.run(Tools.sim, ["--fixture", "lsm6dsx", "--iiod", "--", Tools.monitor, "--uri", "ip:127.0.0.1", "--list"])
+        #expect(remote.status == 0 && remote.stdout.split(separator: "\n").dropFirst().allSatisfy { $0.hasSuffix("  kernel") }, "\(remote)")
+        #expect(remote.stderr.contains("note: udev was not asked for mount matrices (a remote (ip:) context has no udev): they are the kernel's."), "\(remote)")
+    }
+
     // MARK: The process
 
     @Test("Usage errors exit 64 with one line and a hint; --help and --version exit 0")

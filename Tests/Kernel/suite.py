@@ -675,6 +675,137 @@ class Guest:
                     except subprocess.TimeoutExpired:
                         holder.kill()
 
+    # --- udev's sensor database (issue 33) -----------------------------------------------------
+
+    HWDB_FILE = "/etc/udev/hwdb.d/61-iio-motion-test.hwdb"
+    # A rotation that swaps x and y and turns one sign, so a transposed or unsigned use shows.
+    HWDB_MATRIX = [[0, 1, 0], [-1, 0, 0], [0, 0, 1]]
+    HWDB_MATRIX_TEXT = "0, 1, 0; -1, 0, 0; 0, 0, 1"
+    HWDB_GOOD, HWDB_BAD = "bma255", "mxc4005"
+
+    def ensure_udevd(self):
+        if subprocess.run(["udevadm", "control", "--ping"], capture_output=True).returncode != 0:
+            subprocess.run(["/lib/systemd/systemd-udevd", "--daemon"], check=True)
+
+    def hwdb_key(self, dev):
+        """A hwdb match for the key 60-sensor.rules looks an IIO device up by: sensor:[LABEL:]modalias:
+        <the parent's modalias>:<the machine's DMI modalias>. udev puts `_` in the key for characters
+        of an attribute it does not pass (QEMU's product name "Standard PC (Q35 + ICH9, 2009)" gives
+        `StandardPC_Q35+ICH9,2009_`); the match has `?` there (hwdb matches with fnmatch)."""
+        parent = kk.read(f"{kk.IIO}/{dev}/../modalias")
+        dmi = kk.read("/sys/class/dmi/id/modalias")
+        check(parent and dmi, f"{dev}: parent modalias {parent!r}, DMI modalias {dmi!r}")
+        label = kk.read(f"{kk.IIO}/{dev}/label", "")
+        dmi = re.sub(r"[^A-Za-z0-9#+\-.:=@_,]", "?", dmi)
+        return f"sensor:{label + ':' if label else ''}modalias:{parent}:{dmi}"
+
+    def hwdb_apply(self, text):
+        """Writes (or, with None, removes) the test's hwdb file, compiles the database with
+        systemd-hwdb update, and has the running systemd-udevd apply it to the IIO devices."""
+        t = time.monotonic()
+        if text is None:
+            if os.path.exists(self.HWDB_FILE):
+                os.remove(self.HWDB_FILE)
+        else:
+            os.makedirs(os.path.dirname(self.HWDB_FILE), exist_ok=True)
+            with open(self.HWDB_FILE, "w") as f:
+                f.write(text)
+        subprocess.run(["systemd-hwdb", "update"], check=True, timeout=120)
+        subprocess.run(["udevadm", "control", "--reload"], check=True, timeout=30)
+        subprocess.run(["udevadm", "trigger", "--action=change", "--subsystem-match=iio"], check=True, timeout=30)
+        subprocess.run(["udevadm", "settle", "--timeout=30"], check=False, timeout=40)
+        return time.monotonic() - t
+
+    @staticmethod
+    def udev_property(dev, name):
+        r = subprocess.run(["udevadm", "info", "--query=property", f"--path=/sys/bus/iio/devices/{dev}"],
+                           capture_output=True, text=True, timeout=30)
+        for line in r.stdout.splitlines():
+            if line.startswith(name + "="):
+                return line[len(name) + 1:]
+        return None
+
+    def t_hwdb(self):
+        """A hwdb entry of the test's own, matching this QEMU machine's DMI data, compiled by
+        systemd-hwdb update and applied by the real systemd-udevd: motion-monitor's axes change
+        exactly as its ACCEL_MOUNT_MATRIX says, --list and -v say the matrix is udev's, its
+        ACCEL_LOCATION=display wins the automatic choice among the accelerometers, and a malformed
+        matrix on another device is named in a note while that device keeps the kernel's."""
+        self.hub_cmd("hold")
+
+        @self.test("udev-hwdb", self.HWDB_GOOD)
+        def _():
+            self.ensure_udevd()
+            self.refresh()
+            good, bad = self.dev[self.HWDB_GOOD], self.dev[self.HWDB_BAD]
+            base = {}
+            for name, dev in ((self.HWDB_GOOD, good), (self.HWDB_BAD, bad)):
+                o = self.tools.run(["--once", "--json", "--sensor", "accelerometer", "--device", dev])
+                check(o.rc == 0 and len(o.readings("accelerometer")) == 1, f"--once before the hwdb entry: {o.describe()}")
+                r = o.readings("accelerometer")[0]
+                self.check_reading(name, r)
+                base[name] = [r["x"], r["y"], r["z"]]
+            auto = self.tools.run(["--once", "--json", "--sensor", "accelerometer"])
+            check(auto.rc == 0, auto.describe())
+            auto_before = auto.readings("accelerometer")[0]["device"]
+            entry = (f"{self.hwdb_key(good)}\n ACCEL_MOUNT_MATRIX={self.HWDB_MATRIX_TEXT}\n ACCEL_LOCATION=display\n\n"
+                     f"{self.hwdb_key(bad)}\n ACCEL_MOUNT_MATRIX=1, 0, 0; 0, 1\n")
+            took = self.hwdb_apply(entry)
+            try:
+                prop = self.udev_property(good, "ACCEL_MOUNT_MATRIX")
+                if prop != self.HWDB_MATRIX_TEXT:
+                    t = subprocess.run(["udevadm", "test", "--action=change", f"/sys/bus/iio/devices/{good}"],
+                                       capture_output=True, text=True, timeout=60)
+                    lines = [x for x in (t.stdout + t.stderr).splitlines() if "hwdb" in x or "sensor" in x or "ACCEL" in x]
+                    check(False, f"udev gives {good} ACCEL_MOUNT_MATRIX={prop!r} (key {self.hwdb_key(good)!r}); "
+                          f"udevadm test: {lines[-12:]}")
+                # The axes, exactly as the matrix says: M times the reading with the kernel's matrix.
+                o = self.tools.run(["--once", "--json", "--sensor", "accelerometer", "--device", good])
+                check(o.rc == 0 and len(o.readings("accelerometer")) == 1, o.describe())
+                r = o.readings("accelerometer")[0]
+                got = [r["x"], r["y"], r["z"]]
+                want = [sum(m * v for m, v in zip(row, base[self.HWDB_GOOD])) for row in self.HWDB_MATRIX]
+                check(kk.close(got, want), f"{good} with the hwdb matrix: {got}, want {want} (before: {base[self.HWDB_GOOD]})")
+                check(got != base[self.HWDB_GOOD], f"the axes did not change: {got}")
+                lst = self.tools.run(["--list", "--json"])
+                check(lst.rc == 0, lst.describe())
+                d = {x["id"]: x for x in json.loads(lst.out)}
+                check(d[good]["mount_matrix_source"] == {"accelerometer": "udev:ACCEL_MOUNT_MATRIX"},
+                      f"--list --json: {good} mount_matrix_source {d[good].get('mount_matrix_source')}")
+                check(d[good]["mount_matrix"]["accelerometer"] == self.HWDB_MATRIX,
+                      f"--list --json: {good} mount_matrix {d[good]['mount_matrix']}")
+                table = self.tools.run(["--list"])
+                row = [line for line in table.out.splitlines() if line.split()[:1] == [good]]
+                check(row and row[0].rstrip().endswith("udev hwdb"), f"--list row of {good}: {row}")
+                # ACCEL_LOCATION=display: the automatic choice among the accelerometers.
+                auto = self.tools.run(["--once", "--json", "--sensor", "accelerometer"])
+                check(auto.rc == 0 and auto.readings("accelerometer"), auto.describe())
+                chosen = auto.readings("accelerometer")[0]["device"]
+                check(chosen == good, f"automatic choice {chosen}, not {good} (ACCEL_LOCATION=display); before: {auto_before}")
+                # -v: where the matrix in force comes from, in a stream.
+                v = self.tools.run(["--json", "-v", "--count", "2", "--sensor", "accelerometer", "--device", good], timeout=40)
+                check(v.rc == 0, v.describe())
+                line = f"accelerometer: mount matrix {self.HWDB_MATRIX_TEXT} from udev hwdb (ACCEL_MOUNT_MATRIX)"
+                check(line in v.err, f"-v does not say {line!r}: {v.err.strip()[-400:]}")
+                for x in v.readings("accelerometer"):
+                    check(kk.close([x["x"], x["y"], x["z"]], want), f"streamed {x}, want {want}")
+                # The malformed matrix: a note naming the device and the property; the kernel's matrix.
+                b = self.tools.run(["--once", "--json", "--sensor", "accelerometer", "--device", bad])
+                check(b.rc == 0 and len(b.readings("accelerometer")) == 1, b.describe())
+                rb = b.readings("accelerometer")[0]
+                check(kk.close([rb["x"], rb["y"], rb["z"]], base[self.HWDB_BAD]), f"{bad} with a malformed matrix: {rb}, before {base[self.HWDB_BAD]}")
+                notes = [n for n in b.notes if "ACCEL_MOUNT_MATRIX" in n and bad in n]
+                check(len(notes) == 1, f"{bad}: want one note naming ACCEL_MOUNT_MATRIX and {bad}: {b.err.strip()}")
+            finally:
+                undo = self.hwdb_apply(None)
+            # Without the entry: the kernel's matrix again.
+            o = self.tools.run(["--once", "--json", "--sensor", "accelerometer", "--device", good])
+            check(o.rc == 0, o.describe())
+            r = o.readings("accelerometer")[0]
+            check(kk.close([r["x"], r["y"], r["z"]], base[self.HWDB_GOOD]), f"after the entry was removed: {r}")
+            return (f"hwdb ({took:.1f} s to compile and apply, {undo:.1f} s to undo): {good} {base[self.HWDB_GOOD]} -> {got} "
+                    f"by {self.HWDB_MATRIX_TEXT}; automatic choice {auto_before} -> {chosen}; {bad}: {notes[0][:160]}")
+
     # --- main --------------------------------------------------------------------------------
 
     def run(self):
@@ -684,7 +815,7 @@ class Guest:
                          ("once-follows", self.t_follow), ("default-stream", self.t_default_stream),
                          ("every-sample", self.t_every_sample), ("busy", self.t_busy),
                          ("left-as-found", self.t_left_as_found), ("non-root", self.t_non_root),
-                         ("unplug", self.t_unplug), ("udev", self.t_udev)]:
+                         ("unplug", self.t_unplug), ("udev", self.t_udev), ("udev-hwdb", self.t_hwdb)]:
             if self.wanted(case):
                 t = time.monotonic()
                 if case in PARALLEL:

@@ -9,12 +9,12 @@ private func reading(_ x: Double, _ y: Double, _ z: Double, kind: SensorKind = .
 
 private func sensorInfo(
     _ kind: SensorKind, _ id: String, name: String?, label: String? = nil, frequency: Double? = nil,
-    matrix: MountMatrix = .identity, trigger: String? = nil, buffered: Bool = true
+    matrix: MountMatrix = .identity, source: MountMatrix.Source = .identity, trigger: String? = nil, buffered: Bool = true
 ) -> SensorInfo {
     SensorInfo(
         kind: kind, deviceID: id, deviceName: name, label: label, location: nil,
         scale: AxisValues(all: 0.000598), scaleFile: "in_accel_scale", offset: AxisValues(all: 0), offsetFile: nil,
-        mountMatrix: matrix, mountMatrixSource: .identity, samplingFrequency: frequency,
+        mountMatrix: matrix, mountMatrixSource: source, samplingFrequency: frequency,
         samplingFrequencyFile: nil, availableSamplingFrequencies: nil, isPollable: true,
         problem: nil, canBuffer: buffered, triggerName: trigger, hasTimestampChannel: true)
 }
@@ -78,8 +78,8 @@ struct FormatTests {
         let m = try MountMatrix(parsing: "0, 1, 0; -1, 0, 0; 0, 0, 1")
         let devices = [
             device("iio:device0", name: "bmi160", trigger: "bmi160-dev0", [
-                sensorInfo(.accelerometer, "iio:device0", name: "bmi160", frequency: 100, matrix: m),
-                sensorInfo(.gyroscope, "iio:device0", name: "bmi160", frequency: 12.5, matrix: m),
+                sensorInfo(.accelerometer, "iio:device0", name: "bmi160", frequency: 100, matrix: m, source: .udev(property: "ACCEL_MOUNT_MATRIX")),
+                sensorInfo(.gyroscope, "iio:device0", name: "bmi160", frequency: 12.5, matrix: m, source: .sysfs(file: "in_mount_matrix")),
             ]),
             device("iio:device1", name: "cros-ec-accel", label: "accel-base", buffered: false, [
                 sensorInfo(.accelerometer, "iio:device1", name: "cros-ec-accel", label: "accel-base"),
@@ -89,10 +89,12 @@ struct FormatTests {
         #expect(text == "["
             + #"{"id":"iio:device0","name":"bmi160","label":null,"location":null,"sensors":["accelerometer","gyroscope"],"#
             + #""buffered":true,"trigger":"bmi160-dev0","sampling_frequency":{"accelerometer":100.0,"gyroscope":12.5},"#
-            + #""mount_matrix":{"accelerometer":[[0.0,1.0,0.0],[-1.0,0.0,0.0],[0.0,0.0,1.0]],"gyroscope":[[0.0,1.0,0.0],[-1.0,0.0,0.0],[0.0,0.0,1.0]]}},"#
+            + #""mount_matrix":{"accelerometer":[[0.0,1.0,0.0],[-1.0,0.0,0.0],[0.0,0.0,1.0]],"gyroscope":[[0.0,1.0,0.0],[-1.0,0.0,0.0],[0.0,0.0,1.0]]},"#
+            + #""mount_matrix_source":{"accelerometer":"udev:ACCEL_MOUNT_MATRIX","gyroscope":"kernel:in_mount_matrix"}},"#
             + #"{"id":"iio:device1","name":"cros-ec-accel","label":"accel-base","location":null,"sensors":["accelerometer"],"#
             + #""buffered":false,"trigger":null,"sampling_frequency":{"accelerometer":null},"#
-            + #""mount_matrix":{"accelerometer":[[1.0,0.0,0.0],[0.0,1.0,0.0],[0.0,0.0,1.0]]}}"#
+            + #""mount_matrix":{"accelerometer":[[1.0,0.0,0.0],[0.0,1.0,0.0],[0.0,0.0,1.0]]},"#
+            + #""mount_matrix_source":{"accelerometer":"identity"}}"#
             + "]")
         #expect(try JSONSerialization.jsonObject(with: Data(text.utf8)) is [[String: Any]])
         #expect(Format.json([DeviceInfo]()) == "[]")
@@ -105,15 +107,42 @@ struct FormatTests {
                 sensorInfo(.accelerometer, "iio:device0", name: "cros-ec-accel", label: "accel-base", frequency: 0),
             ]),
             device("iio:device1", name: "bmi160", trigger: "bmi160-dev0", [
-                sensorInfo(.accelerometer, "iio:device1", name: "bmi160", frequency: 100),
-                sensorInfo(.gyroscope, "iio:device1", name: "bmi160", frequency: 12.5),
+                sensorInfo(.accelerometer, "iio:device1", name: "bmi160", frequency: 100, source: .udev(property: "ACCEL_MOUNT_MATRIX")),
+                sensorInfo(.gyroscope, "iio:device1", name: "bmi160", frequency: 12.5, source: .udev(property: "ACCEL_MOUNT_MATRIX")),
+            ]),
+            device("iio:device2", name: "fxos8700", [
+                sensorInfo(.accelerometer, "iio:device2", name: "fxos8700", source: .sysfs(file: "in_accel_mount_matrix")),
+                sensorInfo(.magnetometer, "iio:device2", name: "fxos8700"),
             ]),
         ]
         #expect(Format.table(devices) == """
-            DEVICE       NAME           LABEL       SENSORS                  BUFFERED  SAMPLING         TRIGGER
-            iio:device0  cros-ec-accel  accel-base  accelerometer            yes       0 Hz             -
-            iio:device1  bmi160         -           accelerometer,gyroscope  yes       100 Hz, 12.5 Hz  bmi160-dev0
+            DEVICE       NAME           LABEL       SENSORS                     BUFFERED  SAMPLING         TRIGGER      MATRIX
+            iio:device0  cros-ec-accel  accel-base  accelerometer               yes       0 Hz             -            identity
+            iio:device1  bmi160         -           accelerometer,gyroscope     yes       100 Hz, 12.5 Hz  bmi160-dev0  udev hwdb
+            iio:device2  fxos8700       -           accelerometer,magnetometer  yes       -                -            accelerometer=kernel,magnetometer=identity
             """)
+    }
+
+    @Test("-v and notes: the matrix in force, where it came from, a rejected udev matrix, no udev")
+    func mountMatrixText() throws {
+        let m = try MountMatrix(parsing: "0, 1, 0; -1, 0, 0; 0, 0, 1")
+        var udev = sensorInfo(.accelerometer, "iio:device6", name: "bma255", matrix: m, source: .udev(property: "ACCEL_MOUNT_MATRIX"))
+        #expect(MountMatrixText.verboseLine(udev)
+            == "accelerometer: mount matrix 0, 1, 0; -1, 0, 0; 0, 0, 1 from udev hwdb (ACCEL_MOUNT_MATRIX)")
+        var kernel = sensorInfo(.gyroscope, "iio:device0", name: "bmi160", source: .sysfs(file: "in_anglvel_mount_matrix"))
+        kernel.udevUnavailable = "a remote (ip:) context has no udev"
+        #expect(MountMatrixText.verboseLine(kernel)
+            == "gyroscope: mount matrix 1, 0, 0; 0, 1, 0; 0, 0, 1 from the kernel (in_anglvel_mount_matrix); udev not asked: a remote (ip:) context has no udev")
+        #expect(MountMatrixText.verboseLine(sensorInfo(.accelerometer, "d", name: nil, source: .override))
+            .hasSuffix("from the caller (mountMatrixOverrides)"))
+        udev.rejectedUdevMountMatrix = "udev's ACCEL_MOUNT_MATRIX of iio:device6 (bma255) is not used: x; the kernel's mount matrix is used instead"
+        var gyro = udev
+        gyro.kind = .gyroscope
+        #expect(MountMatrixText.notes([udev, gyro, kernel], sayNoUdev: false)
+            == ["note: udev's ACCEL_MOUNT_MATRIX of iio:device6 (bma255) is not used: x; the kernel's mount matrix is used instead."])
+        #expect(MountMatrixText.notes([kernel], sayNoUdev: true)
+            == ["note: udev was not asked for mount matrices (a remote (ip:) context has no udev): they are the kernel's."])
+        #expect(MountMatrixText.notes([kernel], sayNoUdev: false).isEmpty)
     }
 
     @Test("Readable lines: fixed decimals with a sign, the unit, the device")

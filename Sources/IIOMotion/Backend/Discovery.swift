@@ -27,14 +27,20 @@ struct Discovery: Sendable {
     let plans: [SensorPlan]
 
     /// Walks every device of `context`, reading names, labels, scales, offsets, mount matrices
-    /// and sampling frequencies. Problems with one sensor are recorded in its
-    /// ``SensorInfo/problem``; they never abort discovery of the others.
-    init(context: IIOContext) {
+    /// and sampling frequencies, and udev's properties of each device (`ACCEL_MOUNT_MATRIX`,
+    /// `ACCEL_LOCATION`). Problems with one sensor are recorded in its ``SensorInfo/problem``;
+    /// they never abort discovery of the others.
+    /// - Parameters:
+    ///   - context: the IIO context.
+    ///   - udev: where udev's properties come from (default: this machine's udev for a local
+    ///     context, none for a remote one).
+    init(context: IIOContext, udev: UdevDatabase? = nil) {
+        let udev = udev ?? UdevDatabase.system(backend: context.backendName)
         var devices: [DeviceInfo] = []
         var plans: [SensorPlan] = []
         for index in 0..<context.deviceCount {
             guard let raw = context.describeDevice(index), !raw.isTrigger else { continue }
-            let found = Self.sensors(of: raw, in: context)
+            let found = Self.sensors(of: raw, in: context, udev: udev)
             guard !found.isEmpty else { continue }
             plans += found
             let first = found[0].info
@@ -48,10 +54,13 @@ struct Discovery: Sendable {
         self.plans = plans
     }
 
-    private static func sensors(of raw: RawDevice, in context: IIOContext) -> [SensorPlan] {
+    private static func sensors(of raw: RawDevice, in context: IIOContext, udev: UdevDatabase) -> [SensorPlan] {
         let kinds: [(SensorKind, RawChannel.Kind)] = [(.accelerometer, .accel), (.gyroscope, .anglvel), (.magnetometer, .magn)]
         let present = kinds.filter { k in raw.channels.contains { $0.kind == k.1 && $0.axis != nil } }
         guard !present.isEmpty else { return [] }
+        let hasAccelerometer = present.contains { $0.0 == .accelerometer }
+        // systemd's sensor properties are all `ACCEL_`: asked only of devices with an accelerometer.
+        let properties = hasAccelerometer ? udev.properties(of: raw.id) : [:]
 
         let deviceText = raw.name.map { "\(raw.id) (\($0))" } ?? raw.id
         let location: String? = context.deviceHasAttribute(raw.index, "location")
@@ -105,16 +114,10 @@ struct Discovery: Sendable {
                 }
             }
 
-            var matrix = MountMatrix.identity
-            var matrixSource = MountMatrix.Source.identity
-            do throws(MotionError) {
-                if let (m, file) = try reader.mountMatrix(in: ["\(prefix)_mount_matrix", "mount_matrix", "in_mount_matrix"]) {
-                    matrix = m
-                    matrixSource = .sysfs(file: file)
-                }
-            } catch {
-                problem = problem ?? error
+            let mount = Self.mountMatrix(kind: kind, deviceText: deviceText, udev: properties) { () throws(MotionError) in
+                try reader.mountMatrix(in: ["\(prefix)_mount_matrix", "mount_matrix", "in_mount_matrix"])
             }
+            if let error = mount.problem { problem = problem ?? error }
 
             // Sampling frequency is informational: a bad file does not make the sensor unusable.
             let frequency = try? reader.number(in: ["\(prefix)_sampling_frequency", "sampling_frequency"])
@@ -127,12 +130,14 @@ struct Discovery: Sendable {
                 kind: kind, deviceID: raw.id, deviceName: raw.name, label: raw.label, location: location,
                 scale: scaleReadable ? scale : nil,
                 scaleFile: scaleFile, offset: offset, offsetFile: offsetFile,
-                mountMatrix: matrix, mountMatrixSource: matrixSource,
+                mountMatrix: mount.matrix, mountMatrixSource: mount.source,
                 samplingFrequency: frequency?.value, samplingFrequencyFile: frequency?.file,
                 availableSamplingFrequencies: available,
                 isPollable: rawChannels.allSatisfy { $0 != nil },
                 problem: problem, canBuffer: raw.canBuffer, triggerName: trigger,
-                hasTimestampChannel: timestampElement != nil)
+                hasTimestampChannel: timestampElement != nil,
+                udevLocation: properties[UdevDatabase.locationProperty].map { String(AttributeText.trimmed($0)) },
+                rejectedUdevMountMatrix: mount.rejected, udevUnavailable: udev.unavailable)
             let scanElements = axes.map { c in
                 c.flatMap { c in c.scanIndex.flatMap { i in c.format.map { ScanElement(channel: c.index, scanIndex: i, format: $0) } } }
             }
@@ -143,6 +148,64 @@ struct Discovery: Sendable {
 }
 
 extension Discovery {
+    /// A sensor's mount matrix as discovery settles it (a caller's override comes later, in
+    /// ``MotionManager``).
+    struct MountMatrixChoice {
+        var matrix = MountMatrix.identity
+        var source = MountMatrix.Source.identity
+        /// Why udev's matrix was not used (``SensorInfo/rejectedUdevMountMatrix``).
+        var rejected: String?
+        /// The kernel's matrix could not be read or parsed, and udev gave none to use instead.
+        var problem: MotionError?
+    }
+
+    /// The mount matrix of a sensor: udev's (``udevMountMatrix(_:kind:deviceText:)``) when it gives
+    /// a valid one, else the kernel's (`kernel`: the first of the sysfs files, nil when none is
+    /// published), else the identity. As iio-sensor-proxy's `setup_mount_matrix`: the hardware
+    /// database is the machine's own correction of what the firmware tells the kernel.
+    /// - Parameters:
+    ///   - kind: the sensor's kind.
+    ///   - deviceText: the device, for messages.
+    ///   - udev: the device's udev properties.
+    ///   - kernel: reads the kernel's matrix and the file it came from.
+    static func mountMatrix(kind: SensorKind, deviceText: String, udev: [String: String],
+                            kernel: () throws(MotionError) -> (MountMatrix, String)?) -> MountMatrixChoice {
+        var choice = MountMatrixChoice()
+        let fromUdev = udevMountMatrix(udev, kind: kind, deviceText: deviceText)
+        choice.rejected = fromUdev.rejected
+        if let m = fromUdev.matrix {
+            choice.matrix = m
+            choice.source = .udev(property: UdevDatabase.matrixProperty)
+            return choice
+        }
+        do throws(MotionError) {
+            if let (m, file) = try kernel() {
+                choice.matrix = m
+                choice.source = .sysfs(file: file)
+            }
+        } catch {
+            choice.problem = error
+        }
+        return choice
+    }
+
+    /// The mount matrix udev gives a sensor of this kind, from the device's properties: its
+    /// `ACCEL_MOUNT_MATRIX` for the accelerometer and for a gyroscope on the same device (one chip,
+    /// one set of axes: the kernel's IMU drivers give both one matrix, bmi160 as `in_mount_matrix`,
+    /// inv_mpu6050 the same one as `in_accel_` and `in_anglvel_mount_matrix`); none for a
+    /// magnetometer (inv_mpu6050's has a matrix of its own, and systemd defines no property for it). A value that is not a mount matrix is rejected,
+    /// with a sentence naming the device and the property.
+    static func udevMountMatrix(_ properties: [String: String], kind: SensorKind, deviceText: String)
+        -> (matrix: MountMatrix?, rejected: String?) {
+        guard kind != .magnetometer, let text = properties[UdevDatabase.matrixProperty] else { return (nil, nil) }
+        do throws(MotionError) {
+            return (try MountMatrix(parsing: text), nil)
+        } catch {
+            let why = error.detail ?? "not a mount matrix"
+            return (nil, "udev's \(UdevDatabase.matrixProperty) of \(deviceText) is not used: \(why); the kernel's mount matrix is used instead")
+        }
+    }
+
     /// The largest scale, offset (and mount matrix value, ``MountMatrix/valueLimit``) accepted:
     /// with all three under it, `M · ((raw + offset) · scale)` is finite for every 64-bit raw
     /// value, in every unit. Real drivers' are under 1e5. A larger one ("1e305", found by
