@@ -97,6 +97,17 @@ struct AttitudeFilter: Sendable {
         var firstFieldTime = 5.0
         /// Seconds a disturbance is rejected before the field is used again at half gain (VQF's 60 s).
         var maximumRejectionTime = 60.0
+        /// Radians: at rest, an estimate whose vertical is further than this from the
+        /// accelerometer's is lost (a gyroscope glitch, a turn beyond its range), and gravity is
+        /// averaged afresh from the accelerometer. At rest the accelerometer measures gravity
+        /// alone, to its bias (0.1 m/s², 0.6°, for a consumer device); the filter otherwise levels
+        /// within its accelerometer time constant.
+        var recoveryAngle = 5 * Double.pi / 180
+        /// The largest relative departure of the accelerometer's magnitude from 1 g at which a
+        /// lost estimate is re-levelled: a steady horizontal acceleration that tilts it by θ
+        /// lengthens it by 1/cos θ − 1 (2 %: 11°), so that a smooth sustained acceleration seen as
+        /// rest is not taken for gravity.
+        var recoveryMagnitudeTolerance = 0.02
         /// Seconds: the longest step integrated; after a longer gap the motion in it is unknown
         /// and gravity is averaged afresh.
         var maximumGap = 0.25
@@ -160,6 +171,8 @@ struct AttitudeFilter: Sendable {
     private var startYaw = 0.0
     /// Device → almost inertial frame (the gyroscope) and almost inertial → E (the inclination).
     private var gyroQuaternion = Quaternion.identity
+    /// The previous step's rate increment (rad, device frame), for the coning correction.
+    private var previousIncrement = Vector3.zero
     private var inclination = Quaternion.identity
     /// Heading correction (radians about the vertical, E → east-north-up-like frame: north on +y).
     private var delta = 0.0
@@ -289,9 +302,8 @@ struct AttitudeFilter: Sendable {
         lastTimestamp = timestamp
         if dt > configuration.maximumGap {
             // Unknown motion in the gap: not integrated; gravity averaged afresh from here.
-            gravityFilter = LowPass()
-            matrixFilter = (LowPass(), LowPass(), LowPass())
-            projectedBiasFilter = LowPass()
+            restartGravity()
+            previousIncrement = .zero
             restTime = 0
             isStill = false
             if let f = specific { correctInclination(specific: f, dt: 0) }
@@ -301,12 +313,18 @@ struct AttitudeFilter: Sendable {
         coefficients.update(timeConstant: configuration.accelerometerTimeConstant, dt: dt)
         restCoefficients.update(timeConstant: configuration.restFilterTimeConstant, dt: dt)
 
-        // 1. The gyroscope: each sample's rate, less the bias, over the step that ends at it (as
-        // VQF does; on the BROAD recordings a parabola through three samples, or the midpoint of
-        // two, both put the rate half a step later than the sensor does and cost 0.15° of
-        // inclination).
+        // 1. The gyroscope: each sample's rate, less the bias, is its mean over the step that ends
+        // at it (as VQF takes it; on the BROAD recordings a parabola through three samples, or the
+        // midpoint of two, both put the rate half a step later than the sensor does and cost
+        // 0.15° of inclination). The step's rotation is that increment with the two-sample
+        // coning correction α₋₁ × α / 12 (P. G. Savage, "Strapdown inertial navigation
+        // integration algorithm design part 1: attitude algorithms", J. Guidance, Control, and
+        // Dynamics 21(1), 1998: its two-sample form, the rate taken as linear over two steps): a rotation whose axis
+        // itself turns is not the integral of its rate.
         let stepStart = timestamp - dt
-        let step = dt * (raw - gyroBias)
+        let increment = dt * (raw - gyroBias)
+        let step = increment + (1.0 / 12) * previousIncrement.cross(increment)
+        previousIncrement = increment
         let angle = step.length
         if angle > 0, angle.isFinite {
             gyroQuaternion = gyroQuaternion.multiplied(by: Quaternion(axis: (1 / angle) * step, angle: angle)).normalized
@@ -314,7 +332,12 @@ struct AttitudeFilter: Sendable {
         detectRest(rate: raw, specific: specific, dt: dt)
 
         // 2. Gravity, and the bias from it.
-        if let f = specific { correctInclination(specific: f, dt: dt) }
+        if isStill, specific != nil, isLost() {
+            restartGravity()
+            correctInclination(specific: restAccelFilter.value, dt: 0)
+        } else if let f = specific {
+            correctInclination(specific: f, dt: dt)
+        }
 
         // 3. The field.
         if usesMagnetometer { correctHeading(at: timestamp, stepStart: stepStart, step: step) }
@@ -323,6 +346,25 @@ struct AttitudeFilter: Sendable {
     }
 
     // MARK: - Steps
+
+    /// Gravity averaged afresh: the filters of the inclination correction and of the bias's
+    /// motion measurement restart.
+    private mutating func restartGravity() {
+        gravityFilter = LowPass()
+        matrixFilter = (LowPass(), LowPass(), LowPass())
+        projectedBiasFilter = LowPass()
+    }
+
+    /// At rest: whether the estimate's vertical is further than ``Configuration/recoveryAngle``
+    /// from the accelerometer's filtered direction, whose magnitude is 1 g within
+    /// ``Configuration/recoveryMagnitudeTolerance``.
+    private func isLost() -> Bool {
+        let a = restAccelFilter.value
+        let n = a.length
+        guard n > 0, abs(n - 1) <= configuration.recoveryMagnitudeTolerance else { return false }
+        let up = inclination.multiplied(by: gyroQuaternion).inverseRotate(Vector3(0, 0, 1))
+        return up.dot((1 / n) * a) < cos(configuration.recoveryAngle)
+    }
 
     /// Rest: the gyroscope and the accelerometer each within their threshold of their low-pass
     /// filtered values (and the filtered rate within its threshold) for the minimum duration.
@@ -584,9 +626,11 @@ struct AttitudeFilter: Sendable {
 }
 
 /// A second-order Butterworth low-pass filter of three channels (VQF's, §3.1: cut-off
-/// √2/(2π·τ) for a time constant τ, discretised by the bilinear transform), which outputs the
-/// mean of its inputs until τ has passed and then starts from that mean in steady state, so that
-/// its first outputs are not pulled towards zero.
+/// √2/(2π·τ) for a time constant τ, discretised by the bilinear transform), which until τ has
+/// passed outputs a running mean of its inputs and then starts from that mean in steady state, so
+/// that its first outputs are not pulled towards zero. The mean weighs each sample by the square
+/// of its time since the start (the n-th sample's gain is 3/n): a start disturbed for its first
+/// fifth of a second has 1 % of its weight left after a second, where an even mean keeps 20 %.
 struct LowPass: Sendable {
     /// The filter's coefficients for one step length (recomputed when it changes by more than 1 %).
     struct Coefficients: Sendable {
@@ -608,9 +652,12 @@ struct LowPass: Sendable {
         }
     }
 
+    /// The running mean's gain is this over the number of samples.
+    private static let startGain = 3.0
+
     private var s1 = Vector3.zero, s2 = Vector3.zero
-    /// Averaging: the time and the sum so far (time < 0 once running).
-    private var time = 0.0, sum = Vector3.zero, count = 0.0
+    /// Averaging: the time and the number of samples so far (time < 0 once running).
+    private var time = 0.0, count = 0.0
     /// The last output.
     private(set) var value = Vector3.zero
 
@@ -618,9 +665,8 @@ struct LowPass: Sendable {
     mutating func filter(_ x: Vector3, _ c: Coefficients, timeConstant: Double, dt: Double) -> Vector3 {
         if time >= 0 {
             time += dt
-            sum += x
             count += 1
-            value = (1 / count) * sum
+            value += min(1, Self.startGain / count) * (x - value)
             if time >= timeConstant {
                 // Steady state at the mean (direct form II transposed).
                 s1 = (1 - c.b0) * value
@@ -638,9 +684,7 @@ struct LowPass: Sendable {
     /// Moves the filter's output, and its state with it, by `d`.
     mutating func shift(by d: Vector3, _ c: Coefficients) {
         value += d
-        if time >= 0 {
-            sum += count * d
-        } else {
+        if time < 0 {
             // In steady state s1 = (1 − b0)·y and s2 = (b2 − a2)·y: the level's step moves them
             // so; a transient is kept.
             s1 += (1 - c.b0) * d
