@@ -775,9 +775,7 @@ struct FusionMagnetometerTests {
         let loose = simulate(traj, rate: 100, duration: 12, frame: .xMagneticNorthZVertical, field: Self.field, configuration: off)
         let looseWorst = loose.after(2).map { abs(Run.headingError($0)) }.max()!
         figure("magnet near the device 3 s: max heading error \(fmt(worst, 3))° (\(fmt(looseWorst, 1))° without rejection)")
-        withKnownIssue("Known regression (issue O): \(knownRegressionNote) rejection from the first sample on (VQF's fast start)", isIntermittent: true) {
-            #expect(worst < 2)
-        }
+        #expect(worst < 2)
         #expect(looseWorst > 5)
     }
 

@@ -485,9 +485,20 @@ struct AttitudeFilter: Sendable {
         guard strength > 0 else { return }
         let dip = -asin(max(-1, min(1, world.z / strength)))
         judgeDisturbance(strength: strength, dip: dip, dt: dt)
+        // A sample the filtered judgement still takes as undisturbed but which is itself beyond
+        // the tolerances (the first samples of a disturbance, before the filtered field shows
+        // it) is not used.
+        let outlier = !isDisturbed && reference.map { r in
+            abs(strength - r.strength) >= configuration.magneticStrengthTolerance * r.strength
+                || abs(dip - r.dip) >= configuration.magneticDipTolerance
+        } == true
 
         let error = Self.wrap(atan2(world.x, world.y) - delta)
         var k = dt > 0 ? 1 - exp(-dt / configuration.magnetometerTimeConstant) : 0
+        if outlier {
+            isMagneticFieldAccepted = false
+            return
+        }
         if isDisturbed {
             if rejectionTime <= configuration.maximumRejectionTime {
                 rejectionTime += dt
