@@ -54,76 +54,80 @@ internal import Glibc
 /// Core Motion's throughout: acceleration in g with Core Motion's sign (face up reads
 /// `(0, 0, −1)`), rotation in rad/s, field in µT, time in seconds. ``DeviceMotionFusion``
 /// converts from ``MotionUnits/si``.
-struct AttitudeFilter: Sendable {
+package struct AttitudeFilter: Sendable {
     /// The filter's parameters: time constants, rejection thresholds and the bias filter's noises.
     /// The defaults are VQF's (Laidig and Seel 2023, Table 1), which its authors chose on
     /// recordings of another IMU; this project checked them on the BROAD trials
     /// (`scripts/fusion-broad`) and kept them. The same for every motion.
-    struct Configuration: Sendable, Hashable {
+    package struct Configuration: Sendable, Hashable {
         /// Seconds: the time constant of the gravity filter in the almost inertial frame
         /// (VQF's τ_acc, 3 s).
-        var accelerometerTimeConstant = 3.0
+        package var accelerometerTimeConstant = 3.0
         /// Seconds: the time constant of the heading correction (VQF's τ_mag, 9 s).
-        var magnetometerTimeConstant = 9.0
+        package var magnetometerTimeConstant = 9.0
         /// rad/s: the bias's initial standard deviation (VQF's σ_bias,init, 0.5 °/s).
-        var initialBiasDeviation = 0.5 * Double.pi / 180
+        package var initialBiasDeviation = 0.5 * Double.pi / 180
         /// Seconds over which an unmeasured bias's uncertainty returns to its initial value
         /// (VQF's t_b,forget, 100 s).
-        var biasForgettingTime = 100.0
+        package var biasForgettingTime = 100.0
         /// rad/s: the noise of a bias measurement in motion (VQF's σ_motion, 0.1 °/s).
-        var biasMotionNoise = 0.1 * Double.pi / 180
+        package var biasMotionNoise = 0.1 * Double.pi / 180
         /// How much of a motion measurement's information reaches the bias about the vertical
         /// (VQF's 0.0001): gravity cannot show it.
-        var verticalBiasForgettingFactor = 0.0001
+        package var verticalBiasForgettingFactor = 0.0001
+        /// rad/s: the noise of the heading correction's measurement of the bias about the
+        /// vertical (magnetometer frames; infinite: none), taken as the inclination correction's
+        /// (``biasMotionNoise``, in the same form): both are a correction's rate.
+        package var biasHeadingNoise = 0.1 * Double.pi / 180
         /// rad/s: the noise of a bias measurement at rest (VQF's σ_rest, 0.03 °/s).
-        var biasRestNoise = 0.03 * Double.pi / 180
+        package var biasRestNoise = 0.03 * Double.pi / 180
         /// rad/s: the largest bias (and innovation) estimated (VQF's 2 °/s).
-        var biasLimit = 2 * Double.pi / 180
+        package var biasLimit = 2 * Double.pi / 180
         /// Seconds the device must be still before rest is detected (VQF's 1.5 s).
-        var restMinimumDuration = 1.5
+        package var restMinimumDuration = 1.5
         /// Seconds: the time constant of the low-pass filters rest is judged against (VQF's 0.5 s).
-        var restFilterTimeConstant = 0.5
+        package var restFilterTimeConstant = 0.5
         /// rad/s: the gyroscope's largest deviation (and filtered rate) at rest (VQF's 2 °/s).
-        var restGyroThreshold = 2 * Double.pi / 180
+        package var restGyroThreshold = 2 * Double.pi / 180
         /// g: the accelerometer's largest deviation at rest (VQF's 0.5 m/s²).
-        var restAccelerationThreshold = 0.5 / 9.80665
+        package var restAccelerationThreshold = 0.5 / 9.80665
         /// The field's largest relative change of strength taken as undisturbed (VQF's 0.1).
-        var magneticStrengthTolerance = 0.1
+        package var magneticStrengthTolerance = 0.1
         /// Radians: the field's largest change of dip taken as undisturbed (VQF's 10°).
-        var magneticDipTolerance = 10 * Double.pi / 180
+        package var magneticDipTolerance = 10 * Double.pi / 180
         /// Seconds a new consistent field (while turning) must last to become the reference
         /// (VQF's 20 s), and for the first reference (VQF's 5 s).
-        var newFieldTime = 20.0
-        var firstFieldTime = 5.0
+        package var newFieldTime = 20.0
+        package var firstFieldTime = 5.0
         /// Seconds a disturbance is rejected before the field is used again at half gain (VQF's 60 s).
-        var maximumRejectionTime = 60.0
+        package var maximumRejectionTime = 60.0
         /// Radians: at rest, an estimate whose vertical is further than this from the
         /// accelerometer's is lost (a gyroscope glitch, a turn beyond its range), and gravity is
         /// averaged afresh from the accelerometer. At rest the accelerometer measures gravity
         /// alone, to its bias (0.1 m/s², 0.6°, for a consumer device); the filter otherwise levels
         /// within its accelerometer time constant.
-        var recoveryAngle = 5 * Double.pi / 180
+        package var recoveryAngle = 5 * Double.pi / 180
         /// The largest relative departure of the accelerometer's magnitude from 1 g at which a
         /// lost estimate is re-levelled: a steady horizontal acceleration that tilts it by θ
         /// lengthens it by 1/cos θ − 1 (2 %: 11°), so that a smooth sustained acceleration seen as
         /// rest is not taken for gravity.
-        var recoveryMagnitudeTolerance = 0.02
+        package var recoveryMagnitudeTolerance = 0.02
         /// Seconds: the longest step integrated; after a longer gap the motion in it is unknown
         /// and gravity is averaged afresh.
-        var maximumGap = 0.25
+        package var maximumGap = 0.25
         /// Seconds without any acceleration after which the filter starts from the gyroscope
         /// alone, assuming the device face up.
-        var startWithoutGravityAfter = 0.5
+        package var startWithoutGravityAfter = 0.5
         /// Seconds after which a magnetometer sample is too old to use.
-        var magnetometerMaximumAge = 0.5
+        package var magnetometerMaximumAge = 0.5
         /// The device's own field (hard-iron offset, µT, device frame) to subtract from every
         /// magnetometer sample, if the application knows it.
-        var hardIronOffset: MagneticField? = nil
+        package var hardIronOffset: MagneticField? = nil
         /// Without one, whether the magnetometer's calibration learned by ``DeviceMotionFusion``
         /// is applied once fitted.
-        var calibratesMagnetometer = true
+        package var calibratesMagnetometer = true
 
-        init() {}
+        package init() {}
     }
 
     // Fixed parts of VQF's disturbance rejection (Table 1), not worth a parameter each.
@@ -515,8 +519,33 @@ struct AttitudeFilter: Sendable {
             if initialGain * configuration.magnetometerTimeConstant < max(dt, 1e-3) { initialGain = 0 }
         }
         isMagneticFieldAccepted = !isDisturbed
+        if !isDisturbed, initialGain == 0, dt > 0 {
+            estimateVerticalBias(headingError: error, dt: dt)
+        }
         delta = Self.wrap(delta + k * error)
         if arbitraryOffset == nil { arbitraryOffset = delta }
+    }
+
+    /// The bias about the vertical from the heading correction (one more measurement of the
+    /// Kalman filter VQF builds on the inclination correction): a bias's residual r turns the
+    /// estimate about the vertical at v·r (v: the device's vertical), which the first-order
+    /// heading correction follows with the error −τ_mag·v·r, so −error/τ_mag measures v·r, with
+    /// the noise ``Configuration/biasHeadingNoise`` (`dt`: seconds since the previous field sample).
+    private mutating func estimateVerticalBias(headingError error: Double, dt: Double) {
+        let c = configuration
+        guard c.biasHeadingNoise.isFinite, c.biasLimit > 0 else { return }
+        let h = inclination.multiplied(by: gyroQuaternion).inverseRotate(Vector3(0, 0, 1))
+        let s0 = c.initialBiasDeviation * 180 / .pi * 100
+        let growth = (0.1 * s0) * (0.1 * s0) * dt / c.biasForgettingTime
+        let sh = c.biasHeadingNoise * 180 / .pi * 100
+        let w = sh * sh * sh * sh / growth + sh * sh
+        let limit = c.biasLimit
+        let y = min(limit, max(-limit, -error / c.magnetometerTimeConstant))
+        let ph = p * h
+        let k = (1 / (h.dot(ph) + w)) * ph
+        let b = gyroBias + y * k
+        gyroBias = Vector3(min(limit, max(-limit, b.x)), min(limit, max(-limit, b.y)), min(limit, max(-limit, b.z)))
+        p = p - Matrix3.outer(k, ph)
     }
 
     /// VQF's magnetic disturbance detection and new-field acceptance.
