@@ -142,11 +142,40 @@ if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "-
     default: .xArbitraryZVertical
     }
     var out = kept.joined(separator: "\n") + "\n"
-    // FUSION_PARAMS="name=value,…": configuration overrides (development; see FusionEntryPoints).
-    var overrides: [String: Double] = [:]
+    // FUSION_PARAMS="name=value,…": the filter's parameters by name, in the units of their
+    // documentation (seconds, degrees, degrees per second, g), for studying them; "refill" and
+    // "phase0"…"phase2" replay the samples in refills (FusionEntryPoints.run). An unknown name or
+    // a value that is not a number is an error.
+    var configuration = AttitudeFilter.Configuration()
+    var refill = 0.0
+    var phases: [Double] = [0, 1.0 / 3, 2.0 / 3]
+    let deg = Double.pi / 180
+    let parameters: [String: (WritableKeyPath<AttitudeFilter.Configuration, Double>, Double)] = [
+        "tauAcc": (\.accelerometerTimeConstant, 1), "tauMag": (\.magnetometerTimeConstant, 1),
+        "biasInit": (\.initialBiasDeviation, deg), "biasForget": (\.biasForgettingTime, 1),
+        "biasMotion": (\.biasMotionNoise, deg), "biasVertical": (\.verticalBiasForgettingFactor, 1),
+        "biasHeading": (\.biasHeadingNoise, deg), "biasRest": (\.biasRestNoise, deg), "biasLimit": (\.biasLimit, deg),
+        "restTime": (\.restMinimumDuration, 1), "restTau": (\.restFilterTimeConstant, 1),
+        "restGyro": (\.restGyroThreshold, deg), "restAcc": (\.restAccelerationThreshold, 1),
+        "magStrength": (\.magneticStrengthTolerance, 1), "magDip": (\.magneticDipTolerance, deg),
+        "magNew": (\.newFieldTime, 1), "magFirst": (\.firstFieldTime, 1), "magReject": (\.maximumRejectionTime, 1),
+        "recoveryAngle": (\.recoveryAngle, deg), "recoveryMagnitude": (\.recoveryMagnitudeTolerance, 1),
+    ]
     for kv in (ProcessInfo.processInfo.environment["FUSION_PARAMS"] ?? "").split(separator: ",") {
-        let p = kv.split(separator: "=")
-        if p.count == 2, let v = Double(p[1]) { overrides[String(p[0])] = v }
+        let p = kv.split(separator: "=", omittingEmptySubsequences: false)
+        guard p.count == 2, let v = Double(p[1]) else { fail("FUSION_PARAMS: \"\(kv)\" is not name=number") }
+        let name = String(p[0])
+        if let (path, unit) = parameters[name] {
+            configuration[keyPath: path] = v * unit
+        } else if name == "magcal" {
+            configuration.calibratesMagnetometer = v != 0
+        } else if name == "refill" {
+            refill = v
+        } else if name.hasPrefix("phase"), let k = Int(name.dropFirst(5)), phases.indices.contains(k) {
+            phases[k] = v
+        } else {
+            fail("FUSION_PARAMS: unknown parameter \"\(name)\" (known: \((parameters.keys.sorted() + ["magcal", "refill", "phase0", "phase1", "phase2"]).joined(separator: ", ")))")
+        }
     }
     // FUSION_TRACE=PATH: each estimate's bias-corrected rate (t, x, y, z), calibrated field (x, y, z) and its
     // accuracy, for the study of the bias and the calibration.
@@ -154,7 +183,8 @@ if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "-
     let tracePath = ProcessInfo.processInfo.environment["FUSION_TRACE"]
     // FUSION_MAGNETOMETER_DELAY=SECONDS: each field sample handed over that much after its time.
     let delay = ProcessInfo.processInfo.environment["FUSION_MAGNETOMETER_DELAY"].flatMap(Double.init) ?? 0
-    FusionEntryPoints.run(samples, frame: frame, overrides: overrides, magnetometerDelay: delay) { m in
+    FusionEntryPoints.run(samples, frame: frame, configuration: configuration, refill: refill, phases: phases,
+                          magnetometerDelay: delay) { m in
         if tracePath != nil { trace += String(format: "%.9f,", m.timestamp) + "\(m.rotationRate.x),\(m.rotationRate.y),\(m.rotationRate.z),\(m.magneticField.field.x),\(m.magneticField.field.y),\(m.magneticField.field.z),\(m.magneticField.accuracy.rawValue)\n" }
         let r = RotationMatrix(m.attitude.quaternion)
         let v = Recording.rotationVector(Mat3(Vec3(r.m11, r.m12, r.m13), Vec3(r.m21, r.m22, r.m23), Vec3(r.m31, r.m32, r.m33)))

@@ -321,9 +321,7 @@ struct MagnetometerCalibrationTests {
         }
         let rms = (sumSq / max(n, 1)).squareRoot()
         print("figure: calibration refits jittering 3 µT: bias about the vertical \(verticalError) °/s off after 90 s, heading RMS from 30 s \(rms)°")
-        withKnownIssue("Known regression (issue O): \(knownRegressionNote) bias about the vertical learned from the heading loop", isIntermittent: true) {
-            #expect(verticalError < 0.05, "bias about the vertical \(verticalError) °/s off")
-        }
+        #expect(verticalError < 0.05, "bias about the vertical \(verticalError) °/s off")
         #expect(n > 0 && rms < 2, "heading RMS \(rms)°")
     }
 

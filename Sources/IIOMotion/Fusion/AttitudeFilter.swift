@@ -54,65 +54,80 @@ internal import Glibc
 /// Core Motion's throughout: acceleration in g with Core Motion's sign (face up reads
 /// `(0, 0, −1)`), rotation in rad/s, field in µT, time in seconds. ``DeviceMotionFusion``
 /// converts from ``MotionUnits/si``.
-struct AttitudeFilter: Sendable {
+package struct AttitudeFilter: Sendable {
     /// The filter's parameters: time constants, rejection thresholds and the bias filter's noises.
     /// The defaults are VQF's (Laidig and Seel 2023, Table 1), which its authors chose on
     /// recordings of another IMU; this project checked them on the BROAD trials
     /// (`scripts/fusion-broad`) and kept them. The same for every motion.
-    struct Configuration: Sendable, Hashable {
+    package struct Configuration: Sendable, Hashable {
         /// Seconds: the time constant of the gravity filter in the almost inertial frame
         /// (VQF's τ_acc, 3 s).
-        var accelerometerTimeConstant = 3.0
+        package var accelerometerTimeConstant = 3.0
         /// Seconds: the time constant of the heading correction (VQF's τ_mag, 9 s).
-        var magnetometerTimeConstant = 9.0
+        package var magnetometerTimeConstant = 9.0
         /// rad/s: the bias's initial standard deviation (VQF's σ_bias,init, 0.5 °/s).
-        var initialBiasDeviation = 0.5 * Double.pi / 180
+        package var initialBiasDeviation = 0.5 * Double.pi / 180
         /// Seconds over which an unmeasured bias's uncertainty returns to its initial value
         /// (VQF's t_b,forget, 100 s).
-        var biasForgettingTime = 100.0
+        package var biasForgettingTime = 100.0
         /// rad/s: the noise of a bias measurement in motion (VQF's σ_motion, 0.1 °/s).
-        var biasMotionNoise = 0.1 * Double.pi / 180
+        package var biasMotionNoise = 0.1 * Double.pi / 180
         /// How much of a motion measurement's information reaches the bias about the vertical
         /// (VQF's 0.0001): gravity cannot show it.
-        var verticalBiasForgettingFactor = 0.0001
+        package var verticalBiasForgettingFactor = 0.0001
+        /// rad/s: the noise of the heading correction's measurement of the bias about the
+        /// vertical (magnetometer frames; infinite: none), taken as the inclination correction's
+        /// (``biasMotionNoise``, in the same form): both are a correction's rate.
+        package var biasHeadingNoise = 0.1 * Double.pi / 180
         /// rad/s: the noise of a bias measurement at rest (VQF's σ_rest, 0.03 °/s).
-        var biasRestNoise = 0.03 * Double.pi / 180
+        package var biasRestNoise = 0.03 * Double.pi / 180
         /// rad/s: the largest bias (and innovation) estimated (VQF's 2 °/s).
-        var biasLimit = 2 * Double.pi / 180
+        package var biasLimit = 2 * Double.pi / 180
         /// Seconds the device must be still before rest is detected (VQF's 1.5 s).
-        var restMinimumDuration = 1.5
+        package var restMinimumDuration = 1.5
         /// Seconds: the time constant of the low-pass filters rest is judged against (VQF's 0.5 s).
-        var restFilterTimeConstant = 0.5
+        package var restFilterTimeConstant = 0.5
         /// rad/s: the gyroscope's largest deviation (and filtered rate) at rest (VQF's 2 °/s).
-        var restGyroThreshold = 2 * Double.pi / 180
+        package var restGyroThreshold = 2 * Double.pi / 180
         /// g: the accelerometer's largest deviation at rest (VQF's 0.5 m/s²).
-        var restAccelerationThreshold = 0.5 / 9.80665
+        package var restAccelerationThreshold = 0.5 / 9.80665
         /// The field's largest relative change of strength taken as undisturbed (VQF's 0.1).
-        var magneticStrengthTolerance = 0.1
+        package var magneticStrengthTolerance = 0.1
         /// Radians: the field's largest change of dip taken as undisturbed (VQF's 10°).
-        var magneticDipTolerance = 10 * Double.pi / 180
+        package var magneticDipTolerance = 10 * Double.pi / 180
         /// Seconds a new consistent field (while turning) must last to become the reference
         /// (VQF's 20 s), and for the first reference (VQF's 5 s).
-        var newFieldTime = 20.0
-        var firstFieldTime = 5.0
+        package var newFieldTime = 20.0
+        package var firstFieldTime = 5.0
         /// Seconds a disturbance is rejected before the field is used again at half gain (VQF's 60 s).
-        var maximumRejectionTime = 60.0
+        package var maximumRejectionTime = 60.0
+        /// Radians: at rest, an estimate whose vertical is further than this from the
+        /// accelerometer's is lost (a gyroscope glitch, a turn beyond its range), and gravity is
+        /// averaged afresh from the accelerometer. At rest the accelerometer measures gravity
+        /// alone, to its bias (0.1 m/s², 0.6°, for a consumer device); the filter otherwise levels
+        /// within its accelerometer time constant.
+        package var recoveryAngle = 5 * Double.pi / 180
+        /// The largest relative departure of the accelerometer's magnitude from 1 g at which a
+        /// lost estimate is re-levelled: a steady horizontal acceleration that tilts it by θ
+        /// lengthens it by 1/cos θ − 1 (2 %: 11°), so that a smooth sustained acceleration seen as
+        /// rest is not taken for gravity.
+        package var recoveryMagnitudeTolerance = 0.02
         /// Seconds: the longest step integrated; after a longer gap the motion in it is unknown
         /// and gravity is averaged afresh.
-        var maximumGap = 0.25
+        package var maximumGap = 0.25
         /// Seconds without any acceleration after which the filter starts from the gyroscope
         /// alone, assuming the device face up.
-        var startWithoutGravityAfter = 0.5
+        package var startWithoutGravityAfter = 0.5
         /// Seconds after which a magnetometer sample is too old to use.
-        var magnetometerMaximumAge = 0.5
+        package var magnetometerMaximumAge = 0.5
         /// The device's own field (hard-iron offset, µT, device frame) to subtract from every
         /// magnetometer sample, if the application knows it.
-        var hardIronOffset: MagneticField? = nil
+        package var hardIronOffset: MagneticField? = nil
         /// Without one, whether the magnetometer's calibration learned by ``DeviceMotionFusion``
         /// is applied once fitted.
-        var calibratesMagnetometer = true
+        package var calibratesMagnetometer = true
 
-        init() {}
+        package init() {}
     }
 
     // Fixed parts of VQF's disturbance rejection (Table 1), not worth a parameter each.
@@ -160,6 +175,8 @@ struct AttitudeFilter: Sendable {
     private var startYaw = 0.0
     /// Device → almost inertial frame (the gyroscope) and almost inertial → E (the inclination).
     private var gyroQuaternion = Quaternion.identity
+    /// The previous step's rate increment (rad, device frame), for the coning correction.
+    private var previousIncrement = Vector3.zero
     private var inclination = Quaternion.identity
     /// Heading correction (radians about the vertical, E → east-north-up-like frame: north on +y).
     private var delta = 0.0
@@ -289,9 +306,8 @@ struct AttitudeFilter: Sendable {
         lastTimestamp = timestamp
         if dt > configuration.maximumGap {
             // Unknown motion in the gap: not integrated; gravity averaged afresh from here.
-            gravityFilter = LowPass()
-            matrixFilter = (LowPass(), LowPass(), LowPass())
-            projectedBiasFilter = LowPass()
+            restartGravity()
+            previousIncrement = .zero
             restTime = 0
             isStill = false
             if let f = specific { correctInclination(specific: f, dt: 0) }
@@ -301,12 +317,18 @@ struct AttitudeFilter: Sendable {
         coefficients.update(timeConstant: configuration.accelerometerTimeConstant, dt: dt)
         restCoefficients.update(timeConstant: configuration.restFilterTimeConstant, dt: dt)
 
-        // 1. The gyroscope: each sample's rate, less the bias, over the step that ends at it (as
-        // VQF does; on the BROAD recordings a parabola through three samples, or the midpoint of
-        // two, both put the rate half a step later than the sensor does and cost 0.15° of
-        // inclination).
+        // 1. The gyroscope: each sample's rate, less the bias, is its mean over the step that ends
+        // at it (as VQF takes it; on the BROAD recordings a parabola through three samples, or the
+        // midpoint of two, both put the rate half a step later than the sensor does and cost
+        // 0.15° of inclination). The step's rotation is that increment with the two-sample
+        // coning correction α₋₁ × α / 12 (P. G. Savage, "Strapdown inertial navigation
+        // integration algorithm design part 1: attitude algorithms", J. Guidance, Control, and
+        // Dynamics 21(1), 1998: its two-sample form, the rate taken as linear over two steps): a rotation whose axis
+        // itself turns is not the integral of its rate.
         let stepStart = timestamp - dt
-        let step = dt * (raw - gyroBias)
+        let increment = dt * (raw - gyroBias)
+        let step = increment + (1.0 / 12) * previousIncrement.cross(increment)
+        previousIncrement = increment
         let angle = step.length
         if angle > 0, angle.isFinite {
             gyroQuaternion = gyroQuaternion.multiplied(by: Quaternion(axis: (1 / angle) * step, angle: angle)).normalized
@@ -314,7 +336,12 @@ struct AttitudeFilter: Sendable {
         detectRest(rate: raw, specific: specific, dt: dt)
 
         // 2. Gravity, and the bias from it.
-        if let f = specific { correctInclination(specific: f, dt: dt) }
+        if isStill, specific != nil, isLost() {
+            restartGravity()
+            correctInclination(specific: restAccelFilter.value, dt: 0)
+        } else if let f = specific {
+            correctInclination(specific: f, dt: dt)
+        }
 
         // 3. The field.
         if usesMagnetometer { correctHeading(at: timestamp, stepStart: stepStart, step: step) }
@@ -323,6 +350,25 @@ struct AttitudeFilter: Sendable {
     }
 
     // MARK: - Steps
+
+    /// Gravity averaged afresh: the filters of the inclination correction and of the bias's
+    /// motion measurement restart.
+    private mutating func restartGravity() {
+        gravityFilter = LowPass()
+        matrixFilter = (LowPass(), LowPass(), LowPass())
+        projectedBiasFilter = LowPass()
+    }
+
+    /// At rest: whether the estimate's vertical is further than ``Configuration/recoveryAngle``
+    /// from the accelerometer's filtered direction, whose magnitude is 1 g within
+    /// ``Configuration/recoveryMagnitudeTolerance``.
+    private func isLost() -> Bool {
+        let a = restAccelFilter.value
+        let n = a.length
+        guard n > 0, abs(n - 1) <= configuration.recoveryMagnitudeTolerance else { return false }
+        let up = inclination.multiplied(by: gyroQuaternion).inverseRotate(Vector3(0, 0, 1))
+        return up.dot((1 / n) * a) < cos(configuration.recoveryAngle)
+    }
 
     /// Rest: the gyroscope and the accelerometer each within their threshold of their low-pass
     /// filtered values (and the filtered rate within its threshold) for the minimum duration.
@@ -443,9 +489,20 @@ struct AttitudeFilter: Sendable {
         guard strength > 0 else { return }
         let dip = -asin(max(-1, min(1, world.z / strength)))
         judgeDisturbance(strength: strength, dip: dip, dt: dt)
+        // A sample the filtered judgement still takes as undisturbed but which is itself beyond
+        // the tolerances (the first samples of a disturbance, before the filtered field shows
+        // it) is not used.
+        let outlier = !isDisturbed && reference.map { r in
+            abs(strength - r.strength) >= configuration.magneticStrengthTolerance * r.strength
+                || abs(dip - r.dip) >= configuration.magneticDipTolerance
+        } == true
 
         let error = Self.wrap(atan2(world.x, world.y) - delta)
         var k = dt > 0 ? 1 - exp(-dt / configuration.magnetometerTimeConstant) : 0
+        if outlier {
+            isMagneticFieldAccepted = false
+            return
+        }
         if isDisturbed {
             if rejectionTime <= configuration.maximumRejectionTime {
                 rejectionTime += dt
@@ -462,8 +519,33 @@ struct AttitudeFilter: Sendable {
             if initialGain * configuration.magnetometerTimeConstant < max(dt, 1e-3) { initialGain = 0 }
         }
         isMagneticFieldAccepted = !isDisturbed
+        if !isDisturbed, initialGain == 0, dt > 0 {
+            estimateVerticalBias(headingError: error, dt: dt)
+        }
         delta = Self.wrap(delta + k * error)
         if arbitraryOffset == nil { arbitraryOffset = delta }
+    }
+
+    /// The bias about the vertical from the heading correction (one more measurement of the
+    /// Kalman filter VQF builds on the inclination correction): a bias's residual r turns the
+    /// estimate about the vertical at v·r (v: the device's vertical), which the first-order
+    /// heading correction follows with the error −τ_mag·v·r, so −error/τ_mag measures v·r, with
+    /// the noise ``Configuration/biasHeadingNoise`` (`dt`: seconds since the previous field sample).
+    private mutating func estimateVerticalBias(headingError error: Double, dt: Double) {
+        let c = configuration
+        guard c.biasHeadingNoise.isFinite, c.biasLimit > 0 else { return }
+        let h = inclination.multiplied(by: gyroQuaternion).inverseRotate(Vector3(0, 0, 1))
+        let s0 = c.initialBiasDeviation * 180 / .pi * 100
+        let growth = (0.1 * s0) * (0.1 * s0) * dt / c.biasForgettingTime
+        let sh = c.biasHeadingNoise * 180 / .pi * 100
+        let w = sh * sh * sh * sh / growth + sh * sh
+        let limit = c.biasLimit
+        let y = min(limit, max(-limit, -error / c.magnetometerTimeConstant))
+        let ph = p * h
+        let k = (1 / (h.dot(ph) + w)) * ph
+        let b = gyroBias + y * k
+        gyroBias = Vector3(min(limit, max(-limit, b.x)), min(limit, max(-limit, b.y)), min(limit, max(-limit, b.z)))
+        p = p - Matrix3.outer(k, ph)
     }
 
     /// VQF's magnetic disturbance detection and new-field acceptance.
@@ -584,9 +666,11 @@ struct AttitudeFilter: Sendable {
 }
 
 /// A second-order Butterworth low-pass filter of three channels (VQF's, §3.1: cut-off
-/// √2/(2π·τ) for a time constant τ, discretised by the bilinear transform), which outputs the
-/// mean of its inputs until τ has passed and then starts from that mean in steady state, so that
-/// its first outputs are not pulled towards zero.
+/// √2/(2π·τ) for a time constant τ, discretised by the bilinear transform), which until τ has
+/// passed outputs a running mean of its inputs and then starts from that mean in steady state, so
+/// that its first outputs are not pulled towards zero. The mean weighs each sample by the square
+/// of its time since the start (the n-th sample's gain is 3/n): a start disturbed for its first
+/// fifth of a second has 1 % of its weight left after a second, where an even mean keeps 20 %.
 struct LowPass: Sendable {
     /// The filter's coefficients for one step length (recomputed when it changes by more than 1 %).
     struct Coefficients: Sendable {
@@ -608,9 +692,12 @@ struct LowPass: Sendable {
         }
     }
 
+    /// The running mean's gain is this over the number of samples.
+    private static let startGain = 3.0
+
     private var s1 = Vector3.zero, s2 = Vector3.zero
-    /// Averaging: the time and the sum so far (time < 0 once running).
-    private var time = 0.0, sum = Vector3.zero, count = 0.0
+    /// Averaging: the time and the number of samples so far (time < 0 once running).
+    private var time = 0.0, count = 0.0
     /// The last output.
     private(set) var value = Vector3.zero
 
@@ -618,9 +705,8 @@ struct LowPass: Sendable {
     mutating func filter(_ x: Vector3, _ c: Coefficients, timeConstant: Double, dt: Double) -> Vector3 {
         if time >= 0 {
             time += dt
-            sum += x
             count += 1
-            value = (1 / count) * sum
+            value += min(1, Self.startGain / count) * (x - value)
             if time >= timeConstant {
                 // Steady state at the mean (direct form II transposed).
                 s1 = (1 - c.b0) * value
@@ -638,9 +724,7 @@ struct LowPass: Sendable {
     /// Moves the filter's output, and its state with it, by `d`.
     mutating func shift(by d: Vector3, _ c: Coefficients) {
         value += d
-        if time >= 0 {
-            sum += count * d
-        } else {
+        if time < 0 {
             // In steady state s1 = (1 − b0)·y and s2 = (b2 − a2)·y: the level's step moves them
             // so; a transient is kept.
             s1 += (1 - c.b0) * d

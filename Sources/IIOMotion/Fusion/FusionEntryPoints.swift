@@ -21,45 +21,25 @@ package enum FusionEntryPoints {
         }
     }
 
-    /// Runs device motion's fusion (aligner and filter, default configuration) over `samples`
+    /// Runs device motion's fusion (aligner and filter, with `configuration`) over `samples`
     /// in their order and hands each estimate to `emit`. `magnetometerDelay` (seconds) hands
     /// each magnetometer sample over that much after its time, as a magnetometer read in slower
-    /// refills than the gyroscope arrives live; `overrides["refill"]` (seconds) replays every
-    /// sensor in refills of that length.
-    package static func run(_ samples: [Sample], frame: AttitudeReferenceFrame, overrides: [String: Double] = [:],
+    /// refills than the gyroscope arrives live; `refill` (seconds) replays every sensor in
+    /// refills of that length, sensor k's refills `phases[k]` refills late (default k/3).
+    package static func run(_ samples: [Sample], frame: AttitudeReferenceFrame,
+                            configuration c: AttitudeFilter.Configuration = .init(),
+                            refill: Double = 0, phases: [Double]? = nil,
                             magnetometerDelay: Double = 0, emit: (DeviceMotion) -> Void) {
-        var c = AttitudeFilter.Configuration()
-        for (k, v) in overrides {
-            // Development only (FUSION_PARAMS): the filter's parameters by name, in the units of
-            // their documentation (seconds, degrees, degrees per second, g).
-            let deg = Double.pi / 180
-            switch k {
-            case "tauAcc": c.accelerometerTimeConstant = v
-            case "tauMag": c.magnetometerTimeConstant = v
-            case "biasInit": c.initialBiasDeviation = v * deg
-            case "biasForget": c.biasForgettingTime = v
-            case "biasMotion": c.biasMotionNoise = v * deg
-            case "biasVertical": c.verticalBiasForgettingFactor = v
-            case "biasRest": c.biasRestNoise = v * deg
-            case "restTime": c.restMinimumDuration = v
-            case "restGyro": c.restGyroThreshold = v * deg
-            case "restAcc": c.restAccelerationThreshold = v
-            case "magNew": c.newFieldTime = v
-            case "magcal": c.calibratesMagnetometer = v != 0
-            default: break
-            }
-        }
         var fusion = DeviceMotionFusion(referenceFrame: frame, units: .coreMotion, configuration: c)
         // The order the samples reach the fusion: each at its release time (its own time, the
         // magnetometer's `magnetometerDelay` later; with refills, the end of the sensor's refill),
         // samples released together in their recorded order.
-        let refill = overrides["refill"] ?? 0
         func release(_ s: Sample) -> Double {
             let t = s.timestamp + (s.sensor == 2 ? magnetometerDelay : 0)
             guard refill > 0 else { return t }
             // Each sensor read in refills of `refill` seconds, the three capture threads a third
-            // of a refill apart (phases: overrides "phase0", "phase1", "phase2", in refills).
-            let phase = (overrides["phase\(s.sensor)"] ?? Double(s.sensor) / 3) * refill
+            // of a refill apart unless `phases` says otherwise (in refills).
+            let phase = (phases.flatMap { s.sensor < $0.count ? $0[s.sensor] : nil } ?? Double(s.sensor) / 3) * refill
             return ((t - phase) / refill).rounded(.up) * refill + phase
         }
         let ordered = refill > 0 || magnetometerDelay > 0
