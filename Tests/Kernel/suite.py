@@ -611,7 +611,8 @@ class Guest:
         r = subprocess.run([os.path.join(REPO, "scripts", "install-udev"), "--user", USER],
                            capture_output=True, text=True, timeout=120)
         log(f"install-udev: exit {r.returncode}: {r.stdout.strip()} {r.stderr.strip()}")
-        subprocess.run(["udevadm", "settle", "--timeout=10"], check=False)
+        # Under load (a TCG guest beside another) re-triggering every device takes more than 10 s.
+        subprocess.run(["udevadm", "settle", "--timeout=60"], check=False)
         self.timing["udev"] = round(time.monotonic() - t, 1)
         return r
 
