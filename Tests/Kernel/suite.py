@@ -745,9 +745,6 @@ def main():
     FIXTURES = {c.key: list(c.sensors) for c in D.CHIPS}
     if args.phase == 1:
         FIXTURES["hid-sensor-hub"] = HID_NAMES
-    else:
-        # No HID sensor here: every-sample's per-device captures are independent polled reads.
-        PARALLEL.add("every-sample")
     sys.exit(Guest(args).run())
 
 
