@@ -223,6 +223,17 @@ extension DeviceSim {
             guard micro >= 0, micro <= Int64(Int32.max) else { return .failure(invalid) }
             let interval = micro == 0 ? 0 : 1_000_000_000 / micro
             return .success(Self.hidFrequency(intervalMilliseconds: interval))
+        case .integerExact:
+            guard micro % 1_000_000 == 0, let list = available.flatMap(KernelParse.availableMicro), list.contains(micro)
+            else { return .failure(invalid) }
+            return .success(formatted(micro))
+        case .mpu3050:
+            // write_raw gets the whole part (truncated toward zero) and ignores the fraction.
+            let hz = micro / 1_000_000
+            guard hz >= 4, hz <= 8000 else { return .failure(invalid) }
+            let base: Int64 = hz > 1000 ? 8000 : 1000
+            let divisor = (base + hz / 2) / hz - 1
+            return .success(String(base / (divisor + 1)))
         case .nearest:
             guard micro >= 0 else { return .failure(invalid) }
             let requested = Double(micro) / 1e6

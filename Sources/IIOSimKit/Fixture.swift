@@ -129,6 +129,15 @@ public struct Fixture: Codable, Sendable {
         /// `" 50"` EINVAL) becomes a divider of the 1 kHz rate, read back as the rate it gives, an
         /// integer (`101` → `111`, `400` → `500`).
         case divider
+        /// Only whole numbers (a fraction is EINVAL: `if (val2) return -EINVAL`) and among those
+        /// only the values of `*_available` (fxas21002c, fxas21002c_core.c:641: `12.5` refused
+        /// although listed).
+        case integerExact = "integer-exact"
+        /// mpu3050: the whole part of the value (the fraction ignored), 4 to 8000 Hz, becomes a
+        /// divider `DIV_ROUND_CLOSEST(base, Hz) - 1` of a 1 kHz base (8 kHz above 1000 Hz), read
+        /// back as `base / (divider + 1)` (mpu3050-core.c:408-428, :180-191: `101` → `100`,
+        /// `400` → `333`, `12.5` → `12`).
+        case mpu3050
     }
 
     /// One input channel.

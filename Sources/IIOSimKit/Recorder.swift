@@ -182,9 +182,15 @@ public enum Recorder {
     static func knownFrequencyRule(_ name: String) -> Fixture.FrequencyRule? {
         if name == "bmi160" || name.hasPrefix("kxcj") || name.hasPrefix("kxtj") || name.hasPrefix("fxos8700")
             || knownWithoutTrigger(name) == .silent { return .exact }
+        if name == "mpu3050" { return .mpu3050 }
+        if name == "fxas21002c" { return .integerExact }
         if name.hasPrefix("mpu") || name.hasPrefix("icm20") || name.hasPrefix("iam20") { return .divider }
         if name.hasSuffix("_3d") || name.hasPrefix("hid-") { return .hid }
         if name.hasPrefix("lsm6d") || name.hasPrefix("ism330") || name.hasPrefix("asm330") || name.hasPrefix("lsm9ds1") { return .roundUp }
+        // st_accel, st_gyro, st_magn (st_sensors_set_odr: the table's values only), hmc5843
+        // (hmc5843_get_samp_freq_index: value and fraction), bmg160 (its bandwidth table).
+        if name.hasPrefix("lis") || name.hasPrefix("lsm303") || name.hasPrefix("lsm330") || name.hasPrefix("l3g")
+            || name.hasPrefix("hmc58") || name == "bmg160" { return .exact }
         return nil
     }
 

@@ -251,6 +251,35 @@ struct MotionMonitorIntegrationTests {
     }
 }
 
+/// Drivers of Linux 6.1 whose published scale is not in the ABI's unit
+/// (Sources/IIOMotion/Backend/KernelQuirks.swift): their recorded fixtures read corrected.
+@Suite("motion-monitor on kernel quirks recorded from Linux 6.1", .timeLimit(.minutes(5)),
+       .enabled(if: Tools.ready, Comment(rawValue: Tools.notReadyReason)))
+struct KernelQuirkReadingTests {
+    @Test("hmc5883l's scale (0.01/Gain, hmc5843_core.c:86) is read ×100: gauss, printed as µT",
+          arguments: [false, true])
+    func hmc5883l(si: Bool) throws {
+        try check(fixture: "kernel-6.1/hmc5883l", sensor: "magnetometer", si: si, factor: 100)
+    }
+
+    @Test("fxas21002c's scale (millidegrees/s, fxas21002c_core.c:609) is read in rad/s", arguments: [false, true])
+    func fxas21002c(si: Bool) throws {
+        try check(fixture: "kernel-6.1/fxas21002c", sensor: "gyroscope", si: si, factor: Double.pi / 180_000)
+    }
+
+    private func check(fixture: String, sensor: String, si: Bool, factor: Double) throws {
+        let r = try Tools.session(fixture: fixture, runs: [["--once", "--json"] + (si ? ["--si"] : [])])
+        #expect(r.status == 0, "\(r)")
+        let sysfs = Sysfs(dump: r.dump)
+        let line = try #require(r.outputs.first?.first { $0.sensor == sensor }, "\(r)")
+        let published = try #require(sysfs.expected(sensor, device: line.device, si: si), "\(r)")
+        #expect(published.allSatisfy { $0 != 0 }, "\(r)")
+        for (axis, got, want) in zip3(["x", "y", "z"], [line.x, line.y, line.z], published.map { $0 * factor }) {
+            #expect(relativelyEqual(got, want), "\(fixture) \(axis): \(got), want \(want) (published \(published))")
+        }
+    }
+}
+
 // MARK: - Running
 
 private enum Tools {

@@ -15,6 +15,18 @@ Each axis gets a distinct, non-zero raw value (`raw` below is what the driver's 
   kxcjk1013   SMBus word reads, le16, 12 bits upper (XOUT_L 0x06..)   kxcjk1013_get_acc_reg
   mpu6050     be16 (ACCEL_XOUT_H 0x3B.., GYRO_XOUT_H 0x43..)          inv_mpu6050_sensor_show
   fxos8700    be16, accel 14 bits upper (OUT_X_MSB 0x01..), magn 16 bits (M_OUT_X_MSB 0x33..)
+Phase 2 (a second boot, PHASE2_CHIPS: i2c-stub serves at most 10 addresses, MAX_CHIPS in i2c-stub.c):
+  st_accel/st_gyro/st_magn  le16 (OUT_X_L 0x28..); reads go to REG|0x80 (the auto-increment bit the
+              st_sensors regmap sets on every read, read_flag_mask): so do the WHO_AM_I presets
+              lis3dh 12 bits upper                                    st_sensors_read_axis_data
+  hmc5843     be16 in the order X, Z, Y (0x03..); status 0x09 bit 0 = ready   hmc5843_read_measurement
+  bmg160      le16 (RATE_X_LSB 0x02..)                                bmg160_get_axis
+  mpu3050     be16 (GYRO_XOUT_H 0x1D..)                               mpu3050_read_raw
+  ak8975      le16 (HXL 0x03..); ST1 0x02 bit 0 = data ready, ASA 0x10.. the fuse ROM sensitivities
+  kxsd9       be16, 12 bits upper, unsigned (XOUT_H 0x00..)            kxsd9_read_raw
+  mc3230      8-bit signed (XOUT 0x00..)                              mc3230_read_raw
+  fxas21002c  be16 (OUT_X_MSB 0x01..)                                 fxas21002c_axis_get
+The drivers that cannot be bound, and why: Tests/Kernel/README.md.
 """
 import ctypes
 import fcntl
@@ -73,10 +85,13 @@ def be16(reg, v):
 # One entry per i2c client. `sensors`: IIO device name -> {channel type -> (raw x, y, z)}.
 # `encode(type, values)` -> list of (register, value, "b"|"w") writes for the data registers.
 class Chip:
-    def __init__(self, key, driver_name, addr, module, probe_regs, sensors, changed, encode, word=False):
+    def __init__(self, key, driver_name, addr, module, probe_regs, sensors, changed, encode, word=False,
+                 attrs=None):
         self.key, self.driver_name, self.addr, self.module = key, driver_name, addr, module
         self.probe_regs, self.sensors, self.changed, self.encode_fn = probe_regs, sensors, changed, encode
         self.word = word
+        # Device attributes the suite writes once the driver is bound (as a user would configure it).
+        self.attrs = attrs or {}
 
     def data_writes(self, values=None):
         values = values or self.sensors
@@ -159,6 +174,103 @@ CHIPS = [
          _fxos8700),
 ]
 
+def _st(dev, t, v, shift=0):
+    # The driver reads OUT_X_L with the auto-increment bit: the data sit at 0xA8...
+    return [w + ("b",) for i in range(3) for w in le16(0xA8 + 2 * i, v[i] << shift)]
+
+
+def _hmc5883l(dev, t, v):
+    regs = {0: 0x03, 2: 0x05, 1: 0x07}                 # X, Z, Y in the register file
+    return [w + ("b",) for i in range(3) for w in be16(regs[i], v[i])]
+
+
+def _bmg160(dev, t, v):
+    return [w + ("b",) for i in range(3) for w in le16(0x02 + 2 * i, v[i])]
+
+
+def _mpu3050(dev, t, v):
+    # The driver's raw reads of axis k read the be16 at 0x1C + k, not GYRO_XOUT_H + 2k: its
+    # MPU3050_AXIS_REGS(axis) (mpu3050-core.c:83) has no parentheses around `axis` and is called with
+    # `chan->scan_index-1` (:350). The three reads overlap, so the values share bytes: x = ab, y = bc, z = cd.
+    b = [(v[0] >> 8) & 0xFF, v[0] & 0xFF, v[1] & 0xFF, v[2] & 0xFF]
+    assert [u16(x) for x in v] == [(b[i] << 8) | b[i + 1] for i in range(3)], f"mpu3050 values {v} do not overlap"
+    return [(0x1C + i, b[i], "b") for i in range(4)]
+
+
+def _fxas21002c(dev, t, v):
+    return [w + ("b",) for i in range(3) for w in be16(0x01 + 2 * i, v[i])]
+
+
+def _ak8975(dev, t, v):
+    return [w + ("b",) for i in range(3) for w in le16(0x03 + 2 * i, v[i])]
+
+
+def _kxsd9(dev, t, v):
+    return [w + ("b",) for i in range(3) for w in be16(0x00 + 2 * i, v[i] << 4)]
+
+
+def _mc3230(dev, t, v):
+    return [(0x00 + i, v[i] & 0xFF, "b") for i in range(3)]
+
+
+# The chips of phase 2. Hobby boards first: LIS3DH and L3GD20 breakouts, the HMC5883L of GY-85 and
+# GY-271 (GY-85's ADXL345 and ITG3200 cannot be bound: Tests/Kernel/README.md).
+PHASE2_CHIPS = [
+    Chip("lis3dh", "lis3dh", 0x18, "st_accel_i2c",
+         [(0x0F, 0x33), (0x8F, 0x33)],          # WHO_AM_I, as written and as read (|0x80)
+         {"lis3dh": {"accel": (120, -230, 1010)}},
+         {"lis3dh": {"accel": (-330, 440, -990)}},
+         lambda d, t, v: _st(d, t, v, 4),
+         # st_sensors_read_info_raw sleeps 2 sample periods per raw read: 2 s at the 1 Hz it probes with
+         attrs={"sampling_frequency": "100"}),
+    Chip("l3gd20", "l3gd20", 0x6B, "st_gyro_i2c",
+         [(0x0F, 0xD4), (0x8F, 0xD4)],
+         {"l3gd20": {"anglvel": (140, -250, 360)}},
+         {"l3gd20": {"anglvel": (-470, 580, -690)}},
+         _st),
+    Chip("lis3mdl", "lis3mdl", 0x1C, "st_magn_i2c",
+         [(0x0F, 0x3D), (0x8F, 0x3D)],
+         {"lis3mdl": {"magn": (1500, -2600, 3700)}},
+         {"lis3mdl": {"magn": (-1800, 2900, -3100)}},
+         _st, attrs={"sampling_frequency": "80"}),
+    Chip("hmc5883l", "hmc5883l", 0x1E, "hmc5843_i2c",
+         [(0x0A, 0x48), (0x0B, 0x34), (0x0C, 0x33), (0x09, 0x01)],   # ID "H43"; status: ready
+         {"hmc5883l": {"magn": (210, -320, 430)}},
+         {"hmc5883l": {"magn": (-240, 350, -460)}},
+         _hmc5883l),
+    Chip("bmg160", "bmg160", 0x68, "bmg160_i2c",
+         [(0x00, 0x0F)],
+         {"bmg160": {"anglvel": (150, -260, 370)}},
+         {"bmg160": {"anglvel": (-480, 590, -700)}},
+         _bmg160),
+    Chip("mpu3050", "mpu3050", 0x69, "mpu3050",
+         [(0x00, 0x68)],
+         {"mpu3050": {"anglvel": (0x0102, 0x0203, 0x0304)}},          # see _mpu3050
+         {"mpu3050": {"anglvel": (-3598, -3341, -3084)}},             # 0xF1F2, 0xF2F3, 0xF3F4
+         _mpu3050),
+    Chip("ak8975", "ak8975", 0x0C, "ak8975",
+         [(0x00, 0x48), (0x02, 0x01), (0x10, 0x80), (0x11, 0x80), (0x12, 0x80)],  # WIA, ST1 ready, ASA = 128
+         {"ak8975": {"magn": (100, -200, 300)}},
+         {"ak8975": {"magn": (-400, 500, -600)}},
+         _ak8975),
+    Chip("kxsd9", "kxsd9", 0x19, "kxsd9-i2c",
+         [],                                   # the driver checks no ID
+         # offset binary: 2048 is 0 g (the driver publishes in_accel_offset -2048, kxsd9.c:88)
+         {"kxsd9": {"accel": (2198, 1788, 2848)}},
+         {"kxsd9": {"accel": (1698, 2508, 1258)}},
+         _kxsd9),
+    Chip("mc3230", "mc3230", 0x4C, "mc3230",
+         [(0x18, 0x01), (0x3B, 0x19)],          # chip ID, product code
+         {"mc3230": {"accel": (11, -22, 85)}},
+         {"mc3230": {"accel": (-33, 44, -84)}},
+         _mc3230),
+    Chip("fxas21002c", "fxas21002c", 0x20, "fxas21002c_i2c",
+         [(0x0C, 0xD7)],
+         {"fxas21002c": {"anglvel": (170, -280, 390)}},
+         {"fxas21002c": {"anglvel": (-500, 610, -720)}},
+         _fxas21002c),
+]
+
 HID_SENSORS = {"accel_3d": "accel", "gyro_3d": "anglvel", "magn_3d": "magn"}
 
 # What motion-monitor should list for each IIO device (by its name attribute).
@@ -175,6 +287,12 @@ EXPECTED_SENSORS = {
     "gyro_3d": ["gyroscope"],
     "magn_3d": ["magnetometer"],
 }
+PHASE2_SENSORS = {
+    "lis3dh": ["accelerometer"], "l3gd20": ["gyroscope"], "lis3mdl": ["magnetometer"],
+    "hmc5883l": ["magnetometer"], "bmg160": ["gyroscope"], "mpu3050": ["gyroscope"],
+    "ak8975": ["magnetometer"], "kxsd9": ["accelerometer"], "mc3230": ["accelerometer"],
+    "fxas21002c": ["gyroscope"],
+}
 
 # The row of the report's matrix each IIO device belongs to.
 DRIVER_OF = {
@@ -182,10 +300,27 @@ DRIVER_OF = {
     "bma255": "bmc150_accel", "mxc4005": "mxc4005", "kxcjk1013": "kxcjk1013",
     "mpu6050": "inv_mpu6050", "fxos8700": "fxos8700",
     "accel_3d": "hid-sensor-accel-3d", "gyro_3d": "hid-sensor-gyro-3d", "magn_3d": "hid-sensor-magn-3d",
+    "lis3dh": "st_accel", "l3gd20": "st_gyro", "lis3mdl": "st_magn", "hmc5883l": "hmc5843",
+    "bmg160": "bmg160", "mpu3050": "mpu3050", "ak8975": "ak8975", "kxsd9": "kxsd9", "mc3230": "mc3230",
+    "fxas21002c": "fxas21002c",
 }
 
 MODULES = [c.module for c in CHIPS] + ["i2c-dev", "uhid", "hid-sensor-hub", "hid-sensor-accel-3d",
                                       "hid-sensor-gyro-3d", "hid-sensor-magn-3d"]
+
+
+PHASE = 1
+
+
+def use_phase(n):
+    """Makes CHIPS, EXPECTED_SENSORS and MODULES those of phase `n` (1: the first chips and the HID
+    hub; 2: PHASE2_CHIPS, no hub), for the suite's cases that iterate them."""
+    global PHASE, CHIPS, EXPECTED_SENSORS, MODULES
+    PHASE = n
+    if n == 2:
+        CHIPS = PHASE2_CHIPS
+        EXPECTED_SENSORS = dict(PHASE2_SENSORS)
+        MODULES = [c.module for c in CHIPS] + ["i2c-dev"]
 
 
 def stub_bus():

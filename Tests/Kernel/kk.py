@@ -77,6 +77,18 @@ def mount_matrix(dev, prefix):
     return name, rows
 
 
+# Drivers whose published scale is not in the ABI's unit, and the factor IIOMotion corrects it by
+# (Sources/IIOMotion/Backend/KernelQuirks.swift, which names the kernel line): device name -> {kind: factor}.
+# hmc5843_core.c:86 "Scaling factors: 10000000/Gain" as IIO_VAL_INT_PLUS_NANO is 0.01/Gain, not gauss.
+SCALE_QUIRKS = {n: {"magnetometer": 100.0} for n in ("hmc5843", "hmc5883", "hmc5883l", "hmc5983")}
+# fxas21002c_core.c:609-614 publishes range/32 (62.5 at ±2000 °/s): millidegrees per second, not rad/s.
+SCALE_QUIRKS["fxas21002c"] = {"gyroscope": math.pi / 180000}
+
+
+def quirk_factor(dev, kind):
+    return SCALE_QUIRKS.get(read(f"{IIO}/{dev}/name", ""), {}).get(kind, 1.0)
+
+
 def expected(dev, kind, si=False, raws=None):
     """What --once must print for this sensor: (raw + offset) × scale from the device's own files,
     rotated by its mount matrix, then Core Motion's units and sign."""
@@ -86,7 +98,7 @@ def expected(dev, kind, si=False, raws=None):
         raw = raws[i] if raws is not None else int(read(f"{IIO}/{dev}/in_{p}_{axis}_raw"))
         _, scale = first_existing(dev, [f"in_{p}_{axis}_scale", f"in_{p}_scale"])
         _, offset = first_existing(dev, [f"in_{p}_{axis}_offset", f"in_{p}_offset"])
-        si_v.append((raw + float(offset or 0)) * float(scale if scale is not None else 1))
+        si_v.append((raw + float(offset or 0)) * float(scale if scale is not None else 1) * quirk_factor(dev, kind))
     _, m = mount_matrix(dev, f"in_{p}")
     v = [sum(m[r][c] * si_v[c] for c in range(3)) for r in range(3)]
     if kind == "accelerometer":
@@ -100,7 +112,8 @@ def converter(dev, kind):
     """expected() for given raw values, with the device's scale, offset and matrix read now (so it
     still works once the device is gone)."""
     p = KIND_PREFIX[kind]
-    scale = [float(first_existing(dev, [f"in_{p}_{a}_scale", f"in_{p}_scale"])[1] or 1) for a in "xyz"]
+    scale = [float(first_existing(dev, [f"in_{p}_{a}_scale", f"in_{p}_scale"])[1] or 1) * quirk_factor(dev, kind)
+             for a in "xyz"]
     offset = [float(first_existing(dev, [f"in_{p}_{a}_offset", f"in_{p}_offset"])[1] or 0) for a in "xyz"]
     _, m = mount_matrix(dev, f"in_{p}")
 

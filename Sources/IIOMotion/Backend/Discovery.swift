@@ -101,7 +101,8 @@ struct Discovery: Sendable {
                     ?? "\(prefix)_\(axis)"
                 do throws(MotionError) {
                     if let (v, file) = try reader.factor(in: ["\(axisStem)_scale", "\(prefix)_scale", "scale"]) {
-                        scale[axis] = v
+                        // A driver known to publish its scale in another unit than the ABI's.
+                        scale[axis] = v * KernelQuirks.scaleFactor(deviceName: raw.name, kind: kind, published: v)
                         if axis == .x { scaleFile = file }
                     }
                     if let (v, file) = try reader.factor(in: ["\(axisStem)_offset", "\(prefix)_offset", "offset"]) {
