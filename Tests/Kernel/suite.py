@@ -51,6 +51,7 @@ HUB_SENSOR = {"accel_3d": "accel", "gyro_3d": "gyro", "magn_3d": "magn"}
 # holding /dev/iio:deviceN (busy), which takes the same path for every device that has a buffer and no
 # trigger or no buffer at all - every phase-2 device, and bmi160, kxcjk1013, mxc4005 in phase 1. Their
 # device-specific checks (the HID hub's buffered capture, bmc150_accel's EBUSY) stay in phase 1.
+# udev-hwdb's entries match bma255 and mxc4005, phase-1 devices.
 PHASE2_SKIPS = {"udev", "busy", "non-root", "udev-hwdb"}
 CSV_ROW = re.compile(r"^\d+\.\d{9},(accelerometer|gyroscope|magnetometer),iio:device\d+,[^,]+,[^,]+,[^,]+$")
 
