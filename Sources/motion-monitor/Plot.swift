@@ -1,7 +1,7 @@
-@preconcurrency import Glibc // open, write, stat, opendir
+@preconcurrency import Glibc // open, write, stat, opendir, rename, posix_spawnp, waitpid
 import SystemSupport
 
-/// `motion-monitor plot LOG.csv… [-o FILE.svg|-] [--width PX] [--panel-height PX]`:
+/// `motion-monitor plot LOG.csv… [-o FILE.svg|FILE.png|-] [--width PX] [--panel-height PX]`:
 /// draws a `--csv` log (or the files of one `--csv-rotate` series, or a motion-collect log) as
 /// one panel per sensor, read in one pass and decimated to the smallest and largest value per
 /// pixel column.
@@ -26,7 +26,7 @@ enum Plot {
 
     }
 
-    static let usage = "usage: \(MonitorOptions.commandName) plot LOG.csv... [-o FILE.svg|-] [--width PX] [--panel-height PX]"
+    static let usage = "usage: \(MonitorOptions.commandName) plot LOG.csv... [-o FILE.svg|FILE.png|-] [--width PX] [--panel-height PX]"
 
     static let helpText = """
         \(usage)
@@ -38,8 +38,11 @@ enum Plot {
         ride-20261201T134501.csv, ...) or list its files. A pause of more than 0.5 s and of more than
         20 sampling periods (a device that went away under --wait-for-device) is drawn as a gap.
 
-          -o FILE            The picture: .svg (default: the log's name with .svg), or - for
-                             stdout.
+          -o FILE            The picture: .svg (default: the log's name with .svg), .png
+                             (drawn from the SVG by librsvg's rsvg-convert, Debian's
+                             librsvg2-bin), or - for SVG on stdout. A file that is there is
+                             replaced whole once the new picture is complete, and the
+                             summary on stderr says so.
           --width PX         The picture's width (default 1200, 300 to 20000).
           --panel-height PX  Each panel's plotting height (default 220, 60 to 4000).
           -h, --help         Show this help.
@@ -82,8 +85,8 @@ enum Plot {
             i += 1
         }
         if !o.help && o.logs.isEmpty { throw PlotError(message: "\(MonitorOptions.commandName) plot: which log? \(usage)", status: ExitStatus.usage) }
-        if let out = o.output, out != "-", !out.lowercased().hasSuffix(".svg") {
-            throw PlotError(message: "\(MonitorOptions.commandName) plot: -o \(out): the picture's name must end in .svg (or be - for stdout).", status: ExitStatus.usage)
+        if let out = o.output, out != "-", !out.lowercased().hasSuffix(".svg"), !out.lowercased().hasSuffix(".png") {
+            throw PlotError(message: "\(MonitorOptions.commandName) plot: -o \(out): the picture's name must end in .svg or .png (or be - for SVG on stdout).", status: ExitStatus.usage)
         }
         return o
     }
@@ -136,10 +139,14 @@ enum Plot {
             let (figure, files, rows) = try figure(o)
             let bytes = Array(PlotSVG.document(figure).utf8)
             let path = o.outputPath
-            try write(bytes, to: path)
-            if path != "-" {
+            if path == "-" {
+                try write(bytes, to: STDOUT_FILENO, name: path)
+            } else {
+                var info = stat()
+                let replaced = stat(path, &info) == 0
+                try replace(path, with: bytes, png: path.lowercased().hasSuffix(".png"))
                 let sensors = figure.panels.count == 1 ? "1 panel" : "\(figure.panels.count) panels"
-                Console.error("\(MonitorOptions.commandName) plot: \(path): \(sensors), \(rows) rows from \(files.count == 1 ? files[0] : "\(files.count) files"), \(PlotFigure.fixed(figure.span, decimals: 3)) s.")
+                Console.error("\(MonitorOptions.commandName) plot: \(path)\(replaced ? " (replaced)" : ""): \(sensors), \(rows) rows from \(files.count == 1 ? files[0] : "\(files.count) files"), \(PlotFigure.fixed(figure.span, decimals: 3)) s.")
             }
             return ExitStatus.success
         } catch {
@@ -148,13 +155,57 @@ enum Plot {
         }
     }
 
-    /// Writes the picture (replacing a file of that name), or to stdout for `-`.
-    static func write(_ bytes: [UInt8], to path: String) throws(PlotError) {
-        let fd = path == "-" ? STDOUT_FILENO : open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+    /// Writes the picture to `path` through a file beside it that is renamed over `path` once
+    /// complete, so a failed run leaves the earlier picture as it was. A PNG is drawn from the SVG
+    /// by librsvg's `rsvg-convert`.
+    static func replace(_ path: String, with svg: [UInt8], png: Bool) throws(PlotError) {
+        let partial = path + ".part-\(getpid())"
+        defer { _ = unlink(partial) }
+        if png {
+            let source = partial + ".svg"
+            defer { _ = unlink(source) }
+            try create(source, svg)
+            try render(source, toPNG: partial, for: path)
+        } else {
+            try create(partial, svg)
+        }
+        guard rename(partial, path) == 0 else {
+            throw PlotError(message: "\(MonitorOptions.commandName) plot: cannot create \(path): \(errnoDescription(errno)).", status: ExitStatus.cannotCreate)
+        }
+    }
+
+    /// Creates `path` (it must not exist) holding `bytes`.
+    static func create(_ path: String, _ bytes: [UInt8]) throws(PlotError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
         guard fd >= 0 else {
             throw PlotError(message: "\(MonitorOptions.commandName) plot: cannot create \(path): \(errnoDescription(errno)).", status: ExitStatus.cannotCreate)
         }
-        defer { if path != "-" { _ = close(fd) } }
+        defer { _ = close(fd) }
+        try write(bytes, to: fd, name: path)
+    }
+
+    /// Runs `rsvg-convert` to draw the SVG file `source` as the PNG file `output`; `path` is the
+    /// picture the user asked for, named in errors.
+    static func render(_ source: String, toPNG output: String, for path: String) throws(PlotError) {
+        let arguments = ["rsvg-convert", "--format", "png", "--output", output, source]
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for p in argv { free(p) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawnp(&pid, "rsvg-convert", nil, nil, &argv, environ)
+        guard spawned == 0 else {
+            throw PlotError(message: "\(MonitorOptions.commandName) plot: -o \(path): a PNG is drawn by rsvg-convert, which "
+                                + (spawned == ENOENT ? "is not installed (Debian: apt install librsvg2-bin); -o with .svg needs nothing." : "could not be started: \(errnoDescription(spawned))."),
+                            status: ExitStatus.cannotCreate)
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        guard status == 0 else {
+            throw PlotError(message: "\(MonitorOptions.commandName) plot: -o \(path): rsvg-convert failed (wait status \(status)).", status: ExitStatus.cannotCreate)
+        }
+    }
+
+    /// Writes all of `bytes` to `fd`; `name` is the file named in errors.
+    static func write(_ bytes: [UInt8], to fd: Int32, name path: String) throws(PlotError) {
         var done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeBufferPointer { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }

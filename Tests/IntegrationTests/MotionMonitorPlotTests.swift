@@ -32,7 +32,7 @@ struct MotionMonitorPlotTests {
         let dir = try SimHarness.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let r = try SimHarness.sim(["--fixture", "bmi160", "--motion", "walking:seed=3"],
-                                   script: #"motion-monitor --csv "\#(dir)/ride.csv" --rate 100 --duration 2 --quiet && motion-monitor plot "\#(dir)/ride.csv" -o "\#(dir)/ride.svg""#)
+                                   script: #"motion-monitor --csv "\#(dir)/ride.csv" --rate 100 --duration 2 --quiet && motion-monitor plot "\#(dir)/ride.csv" -o "\#(dir)/ride.svg" && motion-monitor plot "\#(dir)/ride.csv" -o "\#(dir)/ride-cli.png" && motion-monitor plot "\#(dir)/ride.csv" -o "\#(dir)/ride-cli.png""#)
         #expect(r.status == 0, "\(r)")
         #expect(r.stderr.contains("motion-monitor plot: \(dir)/ride.svg: 2 panels"), "\(r.stderr)")
         // The log's own extremes, per sensor and axis.
@@ -76,6 +76,13 @@ struct MotionMonitorPlotTests {
         #expect(fields.count == 5 && fields[0] == contents.size.width && fields[1] == contents.size.height, "\(count.out) vs \(contents.size)")
         // Each axis's colour is on hundreds of pixels (its lines over two panels).
         #expect(fields.count == 5 && fields[2...].allSatisfy { $0 > 300 }, "pixels of x, y, z colours: \(count.out)")
+        // -o FILE.png: the same picture through the CLI (rsvg-convert under it); the second run
+        // replaced the first's file whole and said so, leaving nothing beside it.
+        #expect(r.stderr.contains("motion-monitor plot: \(dir)/ride-cli.png: 2 panels") && r.stderr.contains("motion-monitor plot: \(dir)/ride-cli.png (replaced): 2 panels"), "\(r.stderr)")
+        let cli = try SimHarness.run("/usr/bin/env", ["python3", "-c", Self.countColours, dir + "/ride-cli.png"], timeout: 30)
+        #expect(cli.status == 0 && cli.out == count.out, "CLI's PNG \(cli) vs rsvg-convert's \(count.out)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
+        #expect(left == ["ride-cli.png", "ride.csv", "ride.png", "ride.svg"], "\(left)")
     }
 
     /// Python (standard library only): decodes an 8-bit RGB/RGBA PNG and prints its width, height
