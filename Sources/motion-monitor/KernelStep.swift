@@ -10,6 +10,7 @@ enum KernelStep {
     /// was there before motion-monitor first wrote.
     static func move(_ calibration: SensorCalibration, sensor: SensorInfo, previous: KernelOffsets?,
                      uri: String, say: (String) -> Void) throws(MotionError) -> SensorCalibration {
+        _ = try KernelOffsets.knownUnit(driver: sensor.deviceName, kind: sensor.kind)
         let current = try KernelOffsets.read(sensor, uri: uri)
         let plan = try KernelOffsets.plan(calibration, current: current, previous: previous, driver: sensor.deviceName)
         try KernelOffsets.write(plan.offsets.written, to: sensor, uri: uri)
@@ -27,6 +28,7 @@ enum KernelStep {
                     Console.out("no \(s.kind) calibration stored for \(s.deviceDescription): nothing to write")
                     continue
                 }
+                _ = try KernelOffsets.knownUnit(driver: s.deviceName, kind: s.kind)
                 let current = try KernelOffsets.read(s, uri: options.uri)
                 if let k = c.kernel {
                     // The stored bias is relative to the registers at `written`; make it relative to now.

@@ -68,6 +68,16 @@ public struct KernelOffsets: Sendable, Hashable {
         }
     }
 
+    /// ``unit(driver:kind:)``, or an error saying the driver's units are not known.
+    /// - Throws: ``MotionError`` (``MotionError/Code/notAvailable``) naming the driver.
+    public static func knownUnit(driver: String?, kind: SensorKind) throws(MotionError) -> (unit: Double, step: Int) {
+        guard let u = unit(driver: driver, kind: kind) else {
+            throw MotionError(code: .notAvailable, device: driver,
+                              detail: "the units of \(driver ?? "this driver")'s calibbias files are not known to IIOMotion (known: mpu6050, mpu6000, mpu9150)")
+        }
+        return u
+    }
+
     /// Reads a sensor's three calibbias files.
     /// - Parameters:
     ///   - sensor: an accelerometer or gyroscope.
@@ -128,10 +138,7 @@ public struct KernelOffsets: Sendable, Hashable {
     /// - Throws: ``MotionError`` when the driver's units are unknown or a value does not fit 16 bits.
     public static func plan(_ calibration: SensorCalibration, current: [Int], previous: KernelOffsets?,
                             driver: String?) throws(MotionError) -> (offsets: KernelOffsets, calibration: SensorCalibration) {
-        guard let (unit, step) = unit(driver: driver, kind: calibration.kind) else {
-            throw MotionError(code: .notAvailable, device: driver,
-                              detail: "the units of \(driver ?? "this driver")'s calibbias files are not known to IIOMotion (known: mpu6050, mpu6000, mpu9150)")
-        }
+        let (unit, step) = try knownUnit(driver: driver, kind: calibration.kind)
         let b = [calibration.bias.x, calibration.bias.y, calibration.bias.z]
         var written: [Int] = []
         for i in 0..<3 {
