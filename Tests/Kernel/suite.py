@@ -767,9 +767,12 @@ def _calibbias_case(g):
             with open(where[kind], "w") as fh:
                 fh.write(f"version 1\nkind {kind}\nbias {b[0]!r} {b[1]!r} {b[2]!r}\nmatrix 1 0 0 0 1 0 0 0 1\n")
             os.chmod(where[kind], 0o666)
-        # The registers' units (1/2048 g per count, bit 0 kept; 1/32.8 °/s per count).
-        want = [factory[i] - 2 * round(abias[i] / (g0 / 2048) / 2) for i in range(3)] + \
-               [factory[3 + i] - round(gbias[i] * 180 / math.pi * 32.8) for i in range(3)]
+        # The registers' units (1/2048 g per count, bit 0 kept; 1/32.8 °/s per count), to the nearest
+        # count, halves away from zero (y is one: 2600/16384 g is 162.5 steps of two counts).
+        def nearest(x):
+            return int(math.copysign(math.floor(abs(x) + 0.5), x))
+        want = [factory[i] - 2 * nearest(abias[i] / (g0 / 2048) / 2) for i in range(3)] + \
+               [factory[3 + i] - nearest(gbias[i] / (math.pi / 180 / 32.8)) for i in range(3)]
         r = mm(["--write-kernel", "--stored"], user=USER)
         check(r.rc == 77 and "in_accel_x_calibbias" in r.err and "root" in r.err,
               f"as {USER}: exit 77 naming the file and root: {r.describe()}")
