@@ -41,7 +41,8 @@ public struct SensorCalibration: Sendable, Hashable {
     /// The identity of the device it was made on (see ``SensorCalibration/identity(of:uri:)``).
     public var device: String?
     /// The part of the offset the driver's calibbias registers took (nil when none did): `bias`
-    /// is then only what they did not.
+    /// is then only what they did not. A stored calibration is applied with its bias adjusted to
+    /// what the registers hold (they return to the chip's factory values at power-up).
     public var kernel: KernelOffsets?
 
     /// A calibration.
