@@ -7,6 +7,8 @@ import SystemSupport
 /// still periods) and a check of the mount matrix (from the first two faces: face up, then
 /// standing on its bottom edge). The result is stored per device
 /// (``SensorCalibration/save(for:uri:folder:)``), where every later `MotionManager` applies it.
+/// `--write-kernel` moves the offsets into the driver's calibbias registers, `--restore-kernel`
+/// puts back what they held (``KernelStep``).
 ///
 /// On a terminal a status line shows stillness and progress; otherwise (a pipe, a script) every
 /// event is one plain line. Colour only on a terminal without `NO_COLOR`, `TERM=dumb` or
