@@ -31,6 +31,9 @@ struct Calibration: Sendable {
     var scale: [Double]
     var offset: [Double]
     var mount: [String: Mat3]
+    /// Per channel: what the chip adds to its output (SI, chip axes) because its calibbias
+    /// register differs from the value the fixture started with (see ``DeviceSim/calibbiasUnit``).
+    var calibbiasShift: [Double] = []
 }
 
 /// The simulated side of one IIO device: its files, its driver-like reactions and its stream.
@@ -94,7 +97,8 @@ final class DeviceSim: Sendable {
         isNoIRQ = options.noIRQ.contains { $0 == "iio:device\(number)" || $0 == spec.name || $0 == spec.label }
         stall = options.stall.first { $0.device == "iio:device\(number)" || $0.device == spec.name || $0.device == spec.label }
             .map { ($0.after, $0.duration) }
-        let cal = Calibration(scale: channels.map { _ in 1 }, offset: channels.map { _ in 0 }, mount: [:])
+        let cal = Calibration(scale: channels.map { _ in 1 }, offset: channels.map { _ in 0 }, mount: [:],
+                              calibbiasShift: channels.map { _ in 0 })
         state = Locked(State(calibration: cal, noise: NoiseSource(seed: options.seed &+ UInt64(number) &* 7919)))
     }
 
@@ -275,7 +279,31 @@ final class DeviceSim: Sendable {
                 mounts[t] = text.flatMap { Mat3(mountMatrix: $0) } ?? .identity
             }
         }
-        state.withLock { $0.calibration = Calibration(scale: scales, offset: offsets, mount: mounts) }
+        var shifts: [Double] = []
+        for ch in channels {
+            let file = "in_\(ch.spec.id)_calibbias"
+            guard let unit = Self.calibbiasUnit(driver: spec.name, type: ch.typeName), let now = number([file]),
+                  let found = spec.attributes[file].flatMap({ Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+                shifts.append(0)
+                continue
+            }
+            shifts.append((now - found) * unit)
+        }
+        state.withLock { $0.calibration = Calibration(scale: scales, offset: offsets, mount: mounts, calibbiasShift: shifts) }
+    }
+
+    /// SI units per calibbias count of the drivers whose registers the simulator models; the
+    /// chip adds `count · unit` to its output. inv_mpu6050 on an MPU-6000/6050/9150: the 16-bit
+    /// offset registers as they are (`inv_mpu6050_sensor_set`), 1/2048 g per count for the
+    /// accelerometer and 1/32.8 °/s for the gyroscope, whatever range is configured (InvenSense,
+    /// "MPU Hardware Offset Registers Application Note").
+    static func calibbiasUnit(driver: String, type: String) -> Double? {
+        guard ["mpu6050", "mpu6000", "mpu9150"].contains(driver) else { return nil }
+        switch type {
+        case "accel": return MotionScript.g / 2048
+        case "anglvel": return Double.pi / 180 / 32.8
+        default: return nil
+        }
     }
 
     /// The sampling frequency in force for the given channel types (the highest, as one data-ready
@@ -333,6 +361,19 @@ final class DeviceSim: Sendable {
         default:
             if file.hasSuffix("sampling_frequency") {
                 snapFrequency(file, simulator: simulator)
+            } else if file.hasSuffix("calibbias"), Self.calibbiasUnit(driver: spec.name, type: "accel") != nil {
+                // inv_mpu6050: the IIO core parses an integer part (a fraction is dropped), the
+                // driver writes its low 16 bits big-endian and show() reads the register back.
+                if let text = read(file) {
+                    let v = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)).flatMap { $0.isFinite && abs($0) < 9e18 ? $0 : nil }
+                    let register = v.map { String(Int16(truncatingIfNeeded: Int64($0.rounded(.towardZero)))) }
+                    if let register, register != text { try? write(file, register) }
+                    if register == nil {
+                        simulator.warn("\(id): \(file) = \"\(text)\" is not a number (the kernel returns EINVAL)")
+                        try? write(file, spec.attributes[file] ?? "0")
+                    }
+                }
+                reloadCalibration()
             } else if file.hasSuffix("scale") || file.hasSuffix("offset") || file.hasSuffix("mount_matrix") {
                 if file.hasSuffix("scale"), let avail = read(file + "_available"), let v = read(file) {
                     let choices = avail.split(separator: " ").map(String.init)
@@ -415,7 +456,7 @@ final class DeviceSim: Sendable {
                 // (v_device = M·v_chip), so the chip sees Mᵀ·v_device.
                 var chip = (s.calibration.mount[ch.typeName] ?? .identity).transposed * v
                 if case .accel = ch.source { chip = imp.distortedAcceleration(chip) }
-                let si = chip[ch.axis ?? 0]
+                let si = chip[ch.axis ?? 0] + (i < s.calibration.calibbiasShift.count ? s.calibration.calibbiasShift[i] : 0)
                 let scale = s.calibration.scale[i]
                 let raw = scale != 0 ? (si / scale - s.calibration.offset[i]).rounded() : 0
                 let clamped = raw.isFinite ? max(min(raw, 9.2e18), -9.2e18) : 0

@@ -7,6 +7,8 @@ import SystemSupport
 /// still periods) and a check of the mount matrix (from the first two faces: face up, then
 /// standing on its bottom edge). The result is stored per device
 /// (``SensorCalibration/save(for:uri:folder:)``), where every later `MotionManager` applies it.
+/// `--write-kernel` moves the offsets into the driver's calibbias registers, `--restore-kernel`
+/// puts back what they held (``KernelStep``).
 ///
 /// On a terminal a status line shows stillness and progress; otherwise (a pipe, a script) every
 /// event is one plain line. Colour only on a terminal without `NO_COLOR`, `TERM=dumb` or
@@ -37,8 +39,14 @@ enum Calibrate {
         var help = false
         /// `--show`: print the calibrations stored for the device and exit.
         var show = false
-        /// `--forget`: remove them.
+        /// `--forget`: remove them (restoring the kernel's calibbias files first when they were written).
         var forget = false
+        /// `--write-kernel`: move the offsets into the driver's calibbias files.
+        var writeKernel = false
+        /// `--stored`: with `--write-kernel`, the stored calibration's offsets instead of a new measurement.
+        var useStored = false
+        /// `--restore-kernel`: put the calibbias files back as they were found.
+        var restoreKernel = false
 
         static let help = """
         USAGE: motion-monitor calibrate [--uri URI] [--device DEVICE] [options]
@@ -62,7 +70,15 @@ enum Calibrate {
           --no-mount-check     take the faces in any order and do not check the mount matrix
           --dry-run            measure and report, store nothing
           --show               print the calibrations stored for the device, and exit
-          --forget             remove the calibrations stored for the device, and exit
+          --forget             remove the calibrations stored for the device (restoring the
+                               calibbias files first, see --restore-kernel), and exit
+          --write-kernel       also move the offsets into the driver's own registers (the
+                               in_accel_*_calibbias, in_anglvel_*_calibbias files: mpu6050,
+                               mpu6000, mpu9150; root), keeping what they held to restore it; the
+                               stored calibration keeps only what the registers did not take
+          --stored             with --write-kernel: the stored calibration's offsets, no measuring
+          --restore-kernel     write back the calibbias values found before --write-kernel, put
+                               the offsets back into the stored calibration, and exit
           --no-color           no colour (also when NO_COLOR is set or TERM is dumb)
           -h, --help           show this help
         """
@@ -94,10 +110,18 @@ enum Calibrate {
                 case "--dry-run": save = false
                 case "--show": show = true
                 case "--forget": forget = true
+                case "--write-kernel": writeKernel = true
+                case "--stored": useStored = true
+                case "--restore-kernel": restoreKernel = true
                 case "--no-color": noColor = true
                 case "-h", "--help": help = true
                 default: throw UsageError("calibrate: unknown option \(a) (see motion-monitor calibrate --help)")
                 }
+            }
+            if useStored && !writeKernel { throw UsageError("calibrate: --stored goes with --write-kernel") }
+            if writeKernel && !save && !useStored { throw UsageError("calibrate: --write-kernel stores the calibration; it cannot go with --dry-run") }
+            if [show || forget, restoreKernel, writeKernel].filter({ $0 }).count > 1 {
+                throw UsageError("calibrate: --show/--forget, --restore-kernel and --write-kernel are separate steps; give one")
             }
         }
     }
@@ -123,6 +147,12 @@ enum Calibrate {
         }
         let gyro = manager.sensor(.gyroscope).flatMap { $0.isAvailable && $0.deviceID == accel.deviceID ? $0 : nil }
         let sensors = [accel] + (gyro.map { [$0] } ?? [])
+        if options.restoreKernel {
+            return KernelStep.restore(sensors, options: options)
+        }
+        if options.writeKernel && options.useStored {
+            return KernelStep.writeStored(sensors, options: options)
+        }
         if options.show || options.forget {
             return showOrForget(sensors, options: options)
         }
@@ -138,6 +168,10 @@ enum Calibrate {
                 return ExitStatus.cannotCreate
             }
             if options.forget {
+                if !KernelStep.restoreBeforeForgetting(s, options: options) {
+                    status = ExitStatus.ioError
+                    continue
+                }
                 if unlink(path) == 0 {
                     Console.out("removed \(path)")
                 } else if errno != ENOENT {
@@ -152,6 +186,7 @@ enum Calibrate {
                 if let c = try SensorCalibration.stored(for: s, uri: options.uri) {
                     Console.out("\(s.kind) of \(s.deviceDescription): calibrated \(c.createdDescription) (\(path))")
                     for line in describe(c) { Console.out("  " + line) }
+                    if let k = c.kernel { Console.out("  " + KernelStep.describe(k, sensor: s, uri: options.uri)) }
                 } else {
                     Console.out("\(s.kind) of \(s.deviceDescription): not calibrated (no \(path))")
                 }

@@ -332,6 +332,26 @@ struct Run {
             say("Dry run: nothing stored.")
             return ExitStatus.success
         }
+        if options.writeKernel {
+            let accelFound = try? KernelOffsets.read(accel, uri: options.uri)
+            do throws(MotionError) {
+                accelCal = try KernelStep.move(accelCal, sensor: accel, previous: try SensorCalibration.stored(for: accel, uri: options.uri)?.kernel,
+                                               uri: options.uri, say: { say($0) })
+                if let c = gyroCal, let gyro {
+                    gyroCal = try KernelStep.move(c, sensor: gyro, previous: try SensorCalibration.stored(for: gyro, uri: options.uri)?.kernel,
+                                                  uri: options.uri, say: { say($0) })
+                }
+            } catch {
+                say("motion-monitor calibrate: \(error)")
+                if accelCal.kernel != nil, let accelFound {
+                    say((try? KernelOffsets.write(accelFound, to: accel, uri: options.uri)) != nil
+                        ? "The accelerometer's calibbias files were put back as found."
+                        : "The accelerometer's calibbias files could not be put back to \(accelFound.map(String.init).joined(separator: " ")).")
+                }
+                say("Nothing was stored.")
+                return ExitStatus.of(error)
+            }
+        }
         do throws(MotionError) {
             let path = try accelCal.save(for: accel, uri: options.uri)
             say("Stored \(path)")

@@ -75,4 +75,33 @@ struct SensorCalibrationTests {
         #expect(abs(folded[0] - expected.x) < 1e-12 && abs(folded[1] - expected.y) < 1e-12 && abs(folded[2] - expected.z) < 1e-12)
         #expect(ScanDecoder.fold(nil, scale: scale, offset: offset, mount: mount).offset == offset)
     }
+
+    @Test("Offsets moved into inv_mpu6050's calibbias: even accelerometer steps of 1/2048 g, 1/32.8 °/s, the rest kept in software; the record reads back; other drivers refused")
+    func kernelOffsets() throws {
+        let unit = 9.80665 / 2048
+        let c = SensorCalibration(kind: .accelerometer, bias: AxisValues(x: 61.2 * unit, y: -101.4 * unit, z: 3.1 * unit),
+                                  matrix: [[1.01, 0, 0], [0, 0.99, 0], [0, 0, 1]], created: 5)
+        let plan = try KernelOffsets.plan(c, current: [-2838, 1703, 0], previous: nil, driver: "mpu6050")
+        #expect(plan.offsets.written == [-2838 - 62, 1703 + 102, -4])
+        #expect(plan.offsets.original == [-2838, 1703, 0])
+        #expect(plan.offsets.files == ["in_accel_x_calibbias", "in_accel_y_calibbias", "in_accel_z_calibbias"])
+        #expect(abs(plan.calibration.bias.x - (-0.8 * unit)) < 1e-12 && abs(plan.calibration.bias.y - 0.6 * unit) < 1e-12
+                && abs(plan.calibration.bias.z - (-0.9 * unit)) < 1e-12)
+        #expect(plan.calibration.matrix == c.matrix)
+        // The hardware's part plus the software's is the whole offset.
+        #expect(abs(plan.offsets.bias.x + plan.calibration.bias.x - c.bias.x) < 1e-12)
+        // A second write keeps what was found before the first.
+        let again = try KernelOffsets.plan(plan.calibration, current: plan.offsets.written, previous: plan.offsets, driver: "mpu6050")
+        #expect(again.offsets.original == [-2838, 1703, 0] && again.offsets.written == plan.offsets.written)
+        let back = try SensorCalibration(parsing: plan.calibration.text)
+        #expect(back == plan.calibration)
+        let gyro = try KernelOffsets.plan(SensorCalibration(kind: .gyroscope, bias: AxisValues(x: 0.01, y: 0, z: -0.02)),
+                                          current: [25, 0, 0], previous: nil, driver: "mpu9150")
+        #expect(gyro.offsets.written == [25 - 19, 0, 38])
+        #expect(throws: MotionError.self) { try KernelOffsets.plan(c, current: [0, 0, 0], previous: nil, driver: "bmi160") }
+        #expect(throws: MotionError.self) { try KernelOffsets.plan(c, current: [-32767, 0, 0], previous: nil, driver: "mpu6050") }
+        #expect(throws: MotionError.self) {
+            try SensorCalibration(parsing: "version 1\nkind gyroscope\nbias 0 0 0\nmatrix 1 0 0 0 1 0 0 0 1\nkernel-original 1 2 3\n")
+        }
+    }
 }

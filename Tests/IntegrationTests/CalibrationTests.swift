@@ -133,6 +133,118 @@ struct CalibrationTests {
         #expect(out.contains("removed \(dir)/iiomotion/accelerometer-bmi160.txt"), "\(r)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/iiomotion/accelerometer-bmi160.txt"))
     }
+
+    @Test("--write-kernel on inv_mpu6050: the offsets go into calibbias, readings stay right, --restore-kernel, --stored and --forget put the registers back as found")
+    func writeKernel() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let mm = SimHarness.product("motion-monitor")
+        let files = ["accel_x", "accel_y", "accel_z", "anglvel_x", "anglvel_y", "anglvel_z"]
+            .map { "/sys/bus/iio/devices/iio:device0/in_\($0)_calibbias" }.joined(separator: " ")
+        let script = """
+        echo FOUND $(for f in \(files); do echo "$(cat $f)"; done)
+        \(mm) calibrate --write-kernel --still 0.75 --seconds 1.5 --timeout 60; echo "STATUS=$?"
+        echo WRITTEN $(for f in \(files); do echo "$(cat $f)"; done)
+        cp \(dir)/iiomotion/accelerometer-mpu6050.txt \(dir)/accel-written.txt
+        \(mm) --json --si --sensor accelerometer --interval 0 --count 40 --uncalibrated | sed 's/^/RAW /'
+        \(mm) --json --si --sensor accelerometer --interval 0 --count 40 | sed 's/^/CAL /'
+        \(mm) calibrate --show
+        cd /sys/bus/iio/devices/iio:device0
+        echo -2838 > in_accel_x_calibbias; echo 1702 > in_accel_y_calibbias; echo 1366 > in_accel_z_calibbias
+        \(mm) --json --si --sensor accelerometer --interval 0 --count 40 | sed 's/^/RESET /'
+        \(mm) calibrate --show | grep 'kernel:' | sed 's/^/SHOW /'
+        cd /
+        \(mm) calibrate --restore-kernel; echo "RESTORE=$?"
+        echo RESTORED $(for f in \(files); do echo "$(cat $f)"; done)
+        cp \(dir)/iiomotion/accelerometer-mpu6050.txt \(dir)/accel-restored.txt
+        \(mm) --json --si --sensor accelerometer --interval 0 --count 40 | sed 's/^/SOFT /'
+        \(mm) calibrate --write-kernel --stored; echo "STORED=$?"
+        echo AGAIN $(for f in \(files); do echo "$(cat $f)"; done)
+        \(mm) calibrate --forget; echo "FORGET=$?"
+        echo FORGOTTEN $(for f in \(files); do echo "$(cat $f)"; done)
+        """
+        let args = ["--fixture", "mpu6050", "--motion", "faces:hold=3.5,move=1",
+                    "--accel-offset", CalibrationRuns.offsetMG.map { "\($0)" }.joined(separator: ","),
+                    "--accel-scale", CalibrationRuns.scale.map { "\($0)" }.joined(separator: ","),
+                    "--gyro-bias", "\(CalibrationRuns.gyroBias.x),\(CalibrationRuns.gyroBias.y),\(CalibrationRuns.gyroBias.z)",
+                    "--accel-noise", "0.01", "--gyro-noise", "0.001"]
+        let r = try SimHarness.run(SimHarness.product("iio-sim"), args + ["--", "/bin/sh", "-c", script],
+                                   environment: ["XDG_STATE_HOME": dir])
+        let out = r.out
+        func values(_ tag: String) throws -> [Int] {
+            let line = try #require(out.split(separator: "\n").first { $0.hasPrefix(tag + " ") }, "no \(tag) line: \(r)")
+            let v = line.split(separator: " ").dropFirst().compactMap { Int($0) }
+            try #require(v.count == 6, "\(line)")
+            return v
+        }
+        #expect(out.contains("STATUS=0") && out.contains("RESTORE=0") && out.contains("STORED=0") && out.contains("FORGET=0"), "\(r)")
+        let found = try values("FOUND")
+        #expect(found == [-2838, 1702, 1366, 25, -14, 60], "the fixture's factory values: \(r)")
+        // What the registers must take: the offset in counts (1/2048 g, even steps) and the
+        // gyroscope's bias (1/32.8 °/s), within a step of the fit's noise.
+        let g = MotionScript.g
+        let accelCounts = CalibrationRuns.offsetMG.map { Int(($0 / 1000 * 2048 / 2).rounded()) * 2 }
+        let gyroCounts = [CalibrationRuns.gyroBias.x, CalibrationRuns.gyroBias.y, CalibrationRuns.gyroBias.z]
+            .map { Int(($0 * 180 / Double.pi * 32.8).rounded()) }
+        let written = try values("WRITTEN")
+        for i in 0..<3 {
+            #expect(abs(written[i] - (found[i] - accelCounts[i])) <= 2, "accel \(i): wrote \(written[i]), found \(found[i]), offset \(accelCounts[i]) counts")
+            #expect(written[i] % 2 == found[i] % 2, "bit 0 of the accelerometer's offset register is kept")
+            #expect(abs(written[3 + i] - (found[3 + i] - gyroCounts[i])) <= 1, "gyro \(i): wrote \(written[3 + i]), found \(found[3 + i]), bias \(gyroCounts[i]) counts")
+        }
+        // The stored calibration keeps only what the registers did not take, and records them.
+        let stored = try CalibrationRuns.file(dir + "/accel-written.txt")
+        for i in 0..<3 { #expect(abs(stored.bias[i] / g * 1000) < 2, "software offset left \(i): \(stored.bias[i] / g * 1000) mg") }
+        let text = try String(contentsOfFile: dir + "/accel-written.txt", encoding: .utf8)
+        #expect(text.contains("kernel-original -2838 1702 1366\n"), "\(text)")
+        #expect(text.contains("kernel-written \(written[0]) \(written[1]) \(written[2])\n"), "\(text)")
+        // On its last face (-x up): the hardware took the offsets out of the raw readings, and
+        // the calibrated ones are the truth.
+        let raw = try CalibrationRuns.mean(out, prefix: "RAW ")
+        for axis in 1..<3 { #expect(abs(raw[axis]) / g * 1000 < 2, "uncalibrated \(axis) with the offsets in the registers: \(raw[axis] / g * 1000) mg") }
+        let calibrated = try CalibrationRuns.mean(out, prefix: "CAL ")
+        let truth = Vec3(-g, 0, 0)
+        for axis in 0..<3 { #expect(abs(calibrated[axis] - truth[axis]) / g * 1000 < 2, "calibrated \(axis): \(calibrated[axis]) m/s²") }
+        #expect(out.contains("kernel: in_accel_x_calibbias = \(written[0])") && out.contains("they hold it"), "--show: \(r)")
+        // The registers back at their power-up values: the library takes the offsets back in software.
+        let reset = try CalibrationRuns.mean(out, prefix: "RESET ")
+        for axis in 0..<3 { #expect(abs(reset[axis] - truth[axis]) / g * 1000 < 2, "calibrated, registers reset \(axis): \(reset[axis]) m/s²") }
+        #expect(out.contains("SHOW   kernel: in_accel_x_calibbias") && out.contains("they hold the values found again"), "\(r)")
+        // --restore-kernel: the registers as found, the offsets back in software, readings still right.
+        #expect(try values("RESTORED") == found, "\(r)")
+        let restored = try CalibrationRuns.file(dir + "/accel-restored.txt")
+        for (i, given) in CalibrationRuns.offsetMG.enumerated() {
+            #expect(abs(restored.bias[i] / g * 1000 - given) < 2, "software offset after restoring \(i): \(restored.bias[i] / g * 1000) mg, given \(given)")
+        }
+        #expect(!(try String(contentsOfFile: dir + "/accel-restored.txt", encoding: .utf8)).contains("kernel-"))
+        let soft = try CalibrationRuns.mean(out, prefix: "SOFT ")
+        for axis in 0..<3 { #expect(abs(soft[axis] - truth[axis]) / g * 1000 < 2, "calibrated in software \(axis): \(soft[axis]) m/s²") }
+        // --write-kernel --stored writes the same values again; --forget restores them and removes the files.
+        #expect(try values("AGAIN") == written, "\(r)")
+        #expect(try values("FORGOTTEN") == found, "\(r)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/iiomotion/accelerometer-mpu6050.txt"))
+        #expect(!FileManager.default.fileExists(atPath: dir + "/iiomotion/gyroscope-mpu6050.txt"))
+    }
+
+    @Test("--write-kernel on a driver whose calibbias units are unknown: refused naming the driver, the stored calibration unchanged")
+    func writeKernelRefused() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let mm = SimHarness.product("motion-monitor")
+        let calibration = "version 1\\nkind accelerometer\\nbias 0.1 0 0\\nmatrix 1 0 0 0 1 0 0 0 1\\n"
+        let script = """
+        mkdir -p \(dir)/iiomotion
+        printf '\(calibration)' > \(dir)/iiomotion/accelerometer-bmi160.txt
+        \(mm) calibrate --write-kernel --stored; echo "STATUS=$?"
+        \(mm) calibrate --restore-kernel; echo "STATUS=$?"
+        """
+        let r = try SimHarness.run(SimHarness.product("iio-sim"), ["--fixture", "bmi160", "--", "/bin/sh", "-c", script],
+                                   environment: ["XDG_STATE_HOME": dir])
+        #expect(r.stderr.contains("the units of bmi160's calibbias files are not known to IIOMotion"), "\(r)")
+        #expect(r.out.contains("STATUS=69"), "refused as unavailable: \(r)")
+        #expect(r.out.contains("no calibbias values were written by motion-monitor") && r.out.contains("STATUS=0"), "\(r)")
+        #expect(!(try String(contentsOfFile: dir + "/iiomotion/accelerometer-bmi160.txt", encoding: .utf8)).contains("kernel-"))
+    }
 }
 
 private enum CalibrationRuns {

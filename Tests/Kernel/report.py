@@ -13,12 +13,12 @@ import sys
 
 ORDER = ["presets", "list", "list-json", "once", "once-follows", "default-stream", "every-sample",
          "every-sample-csv", "unplug", "left-as-found", "non-root", "non-root-udev", "busy",
-         "record", "differential", "udev-hwdb"]
+         "record", "differential", "udev-hwdb", "calibbias"]
 MATRIX = [("list", ["list", "list-json"]), ("once", ["once", "once-follows"]),
           ("default stream", ["default-stream"]), ("every sample", ["every-sample", "every-sample-csv"]),
           ("unplug", ["unplug"]), ("non-root", ["non-root", "non-root-udev"]), ("busy", ["busy"]),
           ("left as found", ["left-as-found"]), ("recorded/diff", ["record", "differential"]),
-          ("udev hwdb", ["udev-hwdb"])]
+          ("udev hwdb", ["udev-hwdb"]), ("calibbias", ["calibbias"])]
 
 
 def load(path):

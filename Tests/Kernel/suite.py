@@ -18,6 +18,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -51,8 +52,8 @@ HUB_SENSOR = {"accel_3d": "accel", "gyro_3d": "gyro", "magn_3d": "magn"}
 # holding /dev/iio:deviceN (busy), which takes the same path for every device that has a buffer and no
 # trigger or no buffer at all - every phase-2 device, and bmi160, kxcjk1013, mxc4005 in phase 1. Their
 # device-specific checks (the HID hub's buffered capture, bmc150_accel's EBUSY) stay in phase 1.
-# udev-hwdb's entries match bma255 and mxc4005, phase-1 devices.
-PHASE2_SKIPS = {"udev", "busy", "non-root", "udev-hwdb"}
+# udev-hwdb's entries match bma255 and mxc4005, and calibbias writes mpu6050's: phase-1 devices.
+PHASE2_SKIPS = {"udev", "busy", "non-root", "udev-hwdb", "calibbias"}
 CSV_ROW = re.compile(r"^\d+\.\d{9},(accelerometer|gyroscope|magnetometer),iio:device\d+,[^,]+,[^,]+,[^,]+$")
 
 
@@ -838,7 +839,8 @@ class Guest:
                          ("once-follows", self.t_follow), ("default-stream", self.t_default_stream),
                          ("every-sample", self.t_every_sample), ("busy", self.t_busy),
                          ("left-as-found", self.t_left_as_found), ("non-root", self.t_non_root),
-                         ("unplug", self.t_unplug), ("udev", self.t_udev), ("udev-hwdb", self.t_hwdb)]:
+                         ("unplug", self.t_unplug), ("udev", self.t_udev), ("udev-hwdb", self.t_hwdb),
+                         ("calibbias", self.t_calibbias)]:
             if self.wanted(case) and not (D.PHASE == 2 and case in PHASE2_SKIPS):
                 t = time.monotonic()
                 if case in PARALLEL:
@@ -863,6 +865,103 @@ class Guest:
         c = self.results.counts
         print(f"guest: {c['pass']} passed, {c['fail']} failed, {c['skip']} skipped", flush=True)
         return 1 if c["fail"] else 0
+
+
+def _calibbias_case(g):
+    """`motion-monitor calibrate --write-kernel` on inv_mpu6050's calibbias: the offsets of a stored
+    calibration go into the chip's offset registers (XA_OFFS 0x06.., XG_OFFS_USR 0x13.., big-endian,
+    checked in i2c-stub's register file), refused without root naming the file, then
+    --restore-kernel, --write-kernel --stored and --forget put the registers back as found."""
+    name = "mpu6050"
+    chip = next(c for c in D.CHIPS if c.key == name)
+    dev = g.dev[name]
+    path = f"{kk.IIO}/{dev}"
+    files = [f"in_{t}_{a}_calibbias" for t in ("accel", "anglvel") for a in "xyz"]
+    regs = [0x06, 0x08, 0x0A, 0x13, 0x15, 0x17]
+    # Factory-like trims, set through the driver as the chip would have them at power-up.
+    factory = [-2838, 1702, 1366, 25, -14, 60]
+    state = "/tmp/kk-calibbias"
+
+    def attrs():
+        return [int(open(f"{path}/{f}").read()) for f in files]
+
+    def registers():
+        out = []
+        for r in regs:
+            v = (g.bus.read_byte(chip.addr, r) << 8) | g.bus.read_byte(chip.addr, r + 1)
+            out.append(v - 0x10000 if v >= 0x8000 else v)
+        return out
+
+    def mm(args, user=None):
+        return g.tools.run(["XDG_STATE_HOME=" + state, g.tools.mm, "calibrate", "--device", dev] + args,
+                           user=user, timeout=60, exe="/usr/bin/env")
+
+    @g.test("calibbias", name)
+    def _():
+        for f, v in zip(files, factory):
+            with open(f"{path}/{f}", "w") as fh:
+                fh.write(str(v))
+        check(attrs() == factory and registers() == factory,
+              f"the driver's calibbias and the registers after writing {factory}: {attrs()} / {registers()}")
+        before = kk.writable_attributes(dev)
+        shutil.rmtree(state, ignore_errors=True)
+        os.makedirs(state + "/iiomotion")
+        os.chmod(state, 0o777)
+        os.chmod(state + "/iiomotion", 0o777)
+        # The offsets the stub's data registers hold (accelerometer ±2 g: 16384 counts/g, lying
+        # flat; gyroscope ±2000 °/s: 16.4 counts per °/s), in SI, as a calibration would find them.
+        (ax, ay, az), (gx, gy, gz) = chip.sensors[name]["accel"], chip.sensors[name]["anglvel"]
+        g0 = 9.80665
+        abias = [ax / 16384 * g0, ay / 16384 * g0, (az - 16384) / 16384 * g0]
+        gbias = [v / 16.4 * math.pi / 180 for v in (gx, gy, gz)]
+        # Where calibrate keeps them (named after the device's identity): --show says.
+        r = mm(["--show"])
+        where = dict(re.findall(r"^(accelerometer|gyroscope) of .*: not calibrated \(no (\S+)\)$", r.out, re.M))
+        check(r.rc == 0 and len(where) == 2, f"--show names both files: {r.describe()}")
+        for kind, b in (("accelerometer", abias), ("gyroscope", gbias)):
+            with open(where[kind], "w") as fh:
+                fh.write(f"version 1\nkind {kind}\nbias {b[0]!r} {b[1]!r} {b[2]!r}\nmatrix 1 0 0 0 1 0 0 0 1\n")
+            os.chmod(where[kind], 0o666)
+        # The registers' units (1/2048 g per count, bit 0 kept; 1/32.8 °/s per count), to the nearest
+        # count, halves away from zero (y is one: 2600/16384 g is 162.5 steps of two counts).
+        def nearest(x):
+            return int(math.copysign(math.floor(abs(x) + 0.5), x))
+        want = [factory[i] - 2 * nearest(abias[i] / (g0 / 2048) / 2) for i in range(3)] + \
+               [factory[3 + i] - nearest(gbias[i] / (math.pi / 180 / 32.8)) for i in range(3)]
+        r = mm(["--write-kernel", "--stored"], user=USER)
+        check(r.rc == 77 and "in_accel_x_calibbias" in r.err and "root" in r.err,
+              f"as {USER}: exit 77 naming the file and root: {r.describe()}")
+        check(attrs() == factory, f"nothing written as {USER}: {attrs()}")
+        r = mm(["--write-kernel", "--stored"])
+        check(r.rc == 0, f"--write-kernel --stored: {r.describe()}")
+        check(attrs() == want, f"calibbias after --write-kernel: {attrs()}, want {want}")
+        check(registers() == want, f"offset registers in i2c-stub after --write-kernel: {registers()}, want {want}")
+        text = open(where["accelerometer"]).read()
+        check("kernel-original -2838 1702 1366\n" in text, f"the values found recorded: {text}")
+        left = [float(x) for x in text.split("\nbias ")[1].split("\n")[0].split()]
+        check(all(abs(v) < g0 / 2048 * 1.01 for v in left), f"the software offset keeps only the rounding: {left}")
+        r = mm(["--show"])
+        check(r.rc == 0 and "they hold it" in r.out, f"--show: {r.describe()}")
+        r = mm(["--restore-kernel"])
+        check(r.rc == 0 and attrs() == factory and registers() == factory,
+              f"--restore-kernel: {attrs()} / registers {registers()}: {r.describe()}")
+        text = open(where["accelerometer"]).read()
+        back = [float(x) for x in text.split("\nbias ")[1].split("\n")[0].split()]
+        check("kernel-" not in text and all(abs(a - b) < 1e-9 for a, b in zip(back, abias)),
+              f"the offsets back in software: {back}, stored {abias}")
+        r = mm(["--write-kernel", "--stored"])
+        check(r.rc == 0 and attrs() == want, f"--write-kernel --stored again: {attrs()}: {r.describe()}")
+        r = mm(["--forget"])
+        check(r.rc == 0 and attrs() == factory and registers() == factory,
+              f"--forget: {attrs()} / registers {registers()}: {r.describe()}")
+        check(not os.path.exists(where["accelerometer"]) and not os.path.exists(where["gyroscope"]),
+              "--forget removed the calibrations")
+        d = kk.diff_attributes(before, kk.writable_attributes(dev))
+        check(not d, "left as found: " + "; ".join(d))
+        return f"found {factory}, wrote {want} (registers agree), restored by --restore-kernel and --forget; refused as {USER}"
+
+
+Guest.t_calibbias = lambda self: _calibbias_case(self)
 
 
 def main():

@@ -13,6 +13,12 @@ struct CalibrateOptionsTests {
         #expect(throws: UsageError.self) { try Calibrate.Options(arguments: ["--bogus"]) }
         #expect(throws: UsageError.self) { try Calibrate.Options(arguments: ["--seconds", "-1"]) }
         #expect(throws: UsageError.self) { try Calibrate.Options(arguments: ["--still"]) }
+        let k = try Calibrate.Options(arguments: ["--write-kernel", "--stored"])
+        #expect(k.writeKernel && k.useStored && !k.restoreKernel)
+        #expect(try Calibrate.Options(arguments: ["--restore-kernel"]).restoreKernel)
+        #expect(throws: UsageError.self) { try Calibrate.Options(arguments: ["--stored"]) }
+        #expect(throws: UsageError.self) { try Calibrate.Options(arguments: ["--write-kernel", "--dry-run"]) }
+        #expect(throws: UsageError.self) { try Calibrate.Options(arguments: ["--restore-kernel", "--forget"]) }
         #expect(try MonitorOptions(arguments: ["--uncalibrated"]).uncalibrated)
         #expect(try !MonitorOptions(arguments: []).uncalibrated)
     }

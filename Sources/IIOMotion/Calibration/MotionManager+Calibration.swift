@@ -58,6 +58,18 @@ struct CalibrationSettings: Sendable {
         self.choice = choice
     }
 
+    /// A calibration whose offsets were partly written into the driver's calibbias files, with its
+    /// bias made right for what the files hold now: a chip resets them at power-up, and then the
+    /// software takes back the part the registers no longer take. Unchanged when they cannot be read.
+    static func followingRegisters(_ c: SensorCalibration, info: SensorInfo, uri: String) -> SensorCalibration {
+        guard let k = c.kernel, let now = try? KernelOffsets.read(info, uri: uri), now.count == 3, now != k.written else { return c }
+        var adjusted = c
+        adjusted.bias = AxisValues(x: c.bias.x + Double(now[0] - k.written[0]) * k.unit,
+                                   y: c.bias.y + Double(now[1] - k.written[1]) * k.unit,
+                                   z: c.bias.z + Double(now[2] - k.written[2]) * k.unit)
+        return adjusted
+    }
+
     /// Puts the calibration for `info`'s sensor (or none) into `info`.
     func apply(to info: inout SensorInfo, uri: String) {
         info.calibration = nil
@@ -72,7 +84,9 @@ struct CalibrationSettings: Sendable {
         case .supplied(let all): info.calibration = all[info.kind].flatMap { $0.kind == info.kind && $0.problem == nil ? $0 : nil }
         case .stored:
             do throws(MotionError) {
-                info.calibration = try SensorCalibration.stored(for: info, uri: uri, folder: folder)
+                info.calibration = try SensorCalibration.stored(for: info, uri: uri, folder: folder).map {
+                    Self.followingRegisters($0, info: info, uri: uri)
+                }
             } catch {
                 info.calibrationProblem = error
             }

@@ -40,6 +40,10 @@ public struct SensorCalibration: Sendable, Hashable {
     public var stillness: Double?
     /// The identity of the device it was made on (see ``SensorCalibration/identity(of:uri:)``).
     public var device: String?
+    /// The part of the offset the driver's calibbias registers took (nil when none did): `bias`
+    /// is then only what they did not. A stored calibration is applied with its bias adjusted to
+    /// what the registers hold (they return to the chip's factory values at power-up).
+    public var kernel: KernelOffsets?
 
     /// A calibration.
     /// - Parameters:
@@ -107,6 +111,12 @@ public struct SensorCalibration: Sendable, Hashable {
         lines.append("matrix " + matrix.flatMap { $0 }.map(Self.number).joined(separator: " "))
         if let residual { lines.append("residual \(Self.number(residual))") }
         if let stillness { lines.append("stillness \(Self.number(stillness))") }
+        if let kernel {
+            lines.append("kernel-files " + kernel.files.joined(separator: " "))
+            lines.append("kernel-original " + kernel.original.map(String.init).joined(separator: " "))
+            lines.append("kernel-written " + kernel.written.map(String.init).joined(separator: " "))
+            lines.append("kernel-unit \(Self.number(kernel.unit))")
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -123,6 +133,7 @@ public struct SensorCalibration: Sendable, Hashable {
         var created: Double?
         var values: (device: String?, residual: Double?, stillness: Double?) = (nil, nil, nil)
         var version: String?
+        var kernel: (files: [String]?, original: [Double]?, written: [Double]?, unit: Double?) = (nil, nil, nil, nil)
         for raw in text.split(separator: "\n", omittingEmptySubsequences: true) {
             let line = raw.trimmingWhitespace
             if line.isEmpty || line.hasPrefix("#") { continue }
@@ -149,6 +160,13 @@ public struct SensorCalibration: Sendable, Hashable {
             case "matrix": matrix = try numbersOnly(9)
             case "residual": values.residual = try numbersOnly(1)[0]
             case "stillness": values.stillness = try numbersOnly(1)[0]
+            case "kernel-files":
+                let files = rest.split(separator: " ").map(String.init)
+                guard files.count == 3 else { throw bad("\"kernel-files\" needs 3 file names, the line is \"\(line)\"") }
+                kernel.files = files
+            case "kernel-original": kernel.original = try numbersOnly(3)
+            case "kernel-written": kernel.written = try numbersOnly(3)
+            case "kernel-unit": kernel.unit = try numbersOnly(1)[0]
             default: break  // later versions may add lines
             }
         }
@@ -161,6 +179,16 @@ public struct SensorCalibration: Sendable, Hashable {
         device = values.device
         residual = values.residual
         stillness = values.stillness
+        switch kernel {
+        case (nil, nil, nil, nil): break
+        case let (files?, original?, written?, unit?):
+            guard (original + written).allSatisfy({ $0 == $0.rounded() && abs($0) < 1e9 }), unit.isFinite, unit > 0 else {
+                throw bad("the kernel-original, kernel-written and kernel-unit lines need whole counts and a positive unit")
+            }
+            self.kernel = KernelOffsets(files: files, original: original.map { Int($0) }, written: written.map { Int($0) }, unit: unit)
+        default:
+            throw bad("kernel-files, kernel-original, kernel-written and kernel-unit go together; one is missing")
+        }
         if let problem { throw bad(problem) }
     }
 
