@@ -324,7 +324,13 @@ class Guest:
                         check(r.rc == 0, r.describe())
                         for x in r.readings():
                             want = list(c.changed[name][kk.KIND_PREFIX[x["sensor"]]])
-                            check(kk.raws(self.dev[name], x["sensor"]) == want, f"raw did not change to {want}")
+                            raws = kk.raws(self.dev[name], x["sensor"])
+                            for _ in range(5):  # the driver once read back the old value under CI (mpu3050): read again
+                                if raws == want:
+                                    break
+                                time.sleep(0.2)
+                                raws = kk.raws(self.dev[name], x["sensor"])
+                            check(raws == want, f"raw did not change to {want}: {raws}")
                             self.check_reading(name, x)
                     finally:
                         D.write_regs(self.bus, c, c.data_writes())
@@ -928,7 +934,13 @@ def _calibbias_case(g):
             return int(math.copysign(math.floor(abs(x) + 0.5), x))
         want = [factory[i] - 2 * nearest(abias[i] / (g0 / 2048) / 2) for i in range(3)] + \
                [factory[3 + i] - nearest(gbias[i] / (math.pi / 180 / 32.8)) for i in range(3)]
-        r = mm(["--write-kernel", "--stored"], user=USER)
+        # As the normal user, from a copy in the guest's /tmp: what is checked is the refusal to
+        # write the driver's files, not whether that user may reach the project's build folder.
+        copy = state + "/motion-monitor"
+        shutil.copy2(g.tools.mm, copy)
+        os.chmod(copy, 0o755)
+        r = g.tools.run(["XDG_STATE_HOME=" + state, copy, "calibrate", "--device", dev, "--write-kernel", "--stored"],
+                        user=USER, timeout=60, exe="/usr/bin/env")
         check(r.rc == 77 and "in_accel_x_calibbias" in r.err and "root" in r.err,
               f"as {USER}: exit 77 naming the file and root: {r.describe()}")
         check(attrs() == factory, f"nothing written as {USER}: {attrs()}")
