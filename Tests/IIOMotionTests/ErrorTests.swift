@@ -1,7 +1,7 @@
 import Testing
 @testable import IIOMotion
 
-@Suite("Error descriptions")
+@Suite("Error descriptions", .timeLimit(.minutes(3)))
 struct ErrorTests {
     @Test("EACCES on a raw file says the kernel makes it readable; no program's advice")
     func permission() {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import IIOMotion
 
-@Suite("Device motion starts without a usable acceleration")
+@Suite("Device motion starts without a usable acceleration", .timeLimit(.minutes(3)))
 struct FusionStartTests {
     @Test("An accelerometer reading zero (free fall, a broken sensor): estimates start after 0.5 s, level, following the gyroscope; gravity levels them once measured")
     func startsWithoutGravity() {

@@ -7,7 +7,7 @@ import IIOMotion
 /// `scripts/fuzz` ever found failing) replayed through the same checks, without sanitizers, plus
 /// a short seeded mutation run of each target: every input gives a valid value or a clear
 /// rejection, never a crash, a trap, NaN/inf or a silent 0.
-@Suite struct FuzzCorpusTests {
+@Suite(.timeLimit(.minutes(3))) struct FuzzCorpusTests {
     static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fuzz/corpus")
 

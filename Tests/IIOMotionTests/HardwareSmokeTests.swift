@@ -6,7 +6,8 @@ import Glibc
 /// `IIOMOTION_HARDWARE=1`, because CI machines have no IIO devices; the simulator-based
 /// integration tests cover the same paths on every run.
 @Suite("Hardware smoke test (IIOMOTION_HARDWARE=1)",
-       .enabled(if: Environment.hardware, "set IIOMOTION_HARDWARE=1 to run against real (or namespaced fake) IIO devices"))
+       .enabled(if: Environment.hardware, "set IIOMOTION_HARDWARE=1 to run against real (or namespaced fake) IIO devices"),
+       .timeLimit(.minutes(3)))
 struct HardwareSmokeTests {
     @Test func discoverAndReadEverything() throws {
         let manager = MotionManager(

@@ -1,7 +1,7 @@
 import Testing
 import IIOMotion
 
-@Suite("MotionManager without a usable context")
+@Suite("MotionManager without a usable context", .timeLimit(.minutes(3)))
 struct ManagerFailureTests {
     @Test("An unreachable iiod means no sensors, not a crash or a throw")
     func unreachable() {

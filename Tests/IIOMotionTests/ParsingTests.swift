@@ -1,7 +1,7 @@
 import Testing
 @testable import IIOMotion
 
-@Suite("Strict attribute parsing")
+@Suite("Strict attribute parsing", .timeLimit(.minutes(3)))
 struct ParsingTests {
     @Test("Scale values the kernel prints", arguments: [
         ("0.000598", 0.000598),
@@ -51,7 +51,7 @@ struct ParsingTests {
     }
 }
 
-@Suite("Mount matrix")
+@Suite("Mount matrix", .timeLimit(.minutes(3)))
 struct MountMatrixTests {
     @Test func parsesKernelFormat() throws {
         let m = try MountMatrix(parsing: "0, 1, 0; 1, 0, 0; 0, 0, -1\n")
@@ -100,7 +100,7 @@ struct MountMatrixTests {
     }
 }
 
-@Suite("Sampling frequencies")
+@Suite("Sampling frequencies", .timeLimit(.minutes(3)))
 struct SamplingFrequencyTests {
     @Test func discreteList() throws {
         let f = try #require(SamplingFrequencies(parsing: "12.500 26.000 52.000 104.000 208.000 416.000\n"))
@@ -141,7 +141,7 @@ struct SamplingFrequencyTests {
     }
 }
 
-@Suite("Unit conventions")
+@Suite("Unit conventions", .timeLimit(.minutes(3)))
 struct ConversionTests {
     // A device lying still, face up: the kernel's proper acceleration is +1 g on z.
     let faceUpSI = (x: 0.0, y: 0.0, z: 9.80665)

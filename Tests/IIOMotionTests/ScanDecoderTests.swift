@@ -26,7 +26,7 @@ private func randomScans(_ count: Int, size: Int, rng: inout SplitMix64) -> [UIn
     return bytes
 }
 
-@Suite("Scan decoding: specialised readers and the folded conversion")
+@Suite("Scan decoding: specialised readers and the folded conversion", .timeLimit(.minutes(3)))
 struct ScanDecoderTests {
     @Test("Common formats get their specialised reader; every other format the general one")
     func forms() {

@@ -14,7 +14,7 @@ func sensor(
         problem: problem, canBuffer: false, triggerName: nil, hasTimestampChannel: false)
 }
 
-@Suite("Device selection")
+@Suite("Device selection", .timeLimit(.minutes(3)))
 struct SelectionTests {
     @Test("The display's accelerometer wins over the base's (label)")
     func displayLabelWins() {

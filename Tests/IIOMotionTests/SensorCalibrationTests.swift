@@ -1,7 +1,7 @@
 import Testing
 @testable import IIOMotion
 
-@Suite("Accelerometer and gyroscope calibration")
+@Suite("Accelerometer and gyroscope calibration", .timeLimit(.minutes(3)))
 struct SensorCalibrationTests {
     /// A sensor reading `diag(gain) · K · truth + offset`.
     static func faces(offset: [Double], gain: [Double], k: [[Double]]) -> [FaceFit.Face] {

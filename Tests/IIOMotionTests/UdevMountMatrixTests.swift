@@ -5,7 +5,7 @@ import Testing
 /// udev's sensor database (issue 33): the matrix text systemd's hwdb carries, which matrix wins
 /// (the caller's, udev's, the kernel's, the identity), and ACCEL_LOCATION in the automatic choice.
 /// The real udev is exercised by the kernel suite's case udev-hwdb (Tests/Kernel/suite.py).
-@Suite("udev's sensor database: mount matrices and locations")
+@Suite("udev's sensor database: mount matrices and locations", .timeLimit(.minutes(3)))
 struct UdevMountMatrixTests {
     static let swapXY = "0, 1, 0; -1, 0, 0; 0, 0, 1"
     static let kernelFlip = try! MountMatrix(parsing: "-1, 0, 0; 0, -1, 0; 0, 0, 1")

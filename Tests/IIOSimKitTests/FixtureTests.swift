@@ -15,7 +15,7 @@ private func fixture(_ channels: [Fixture.Channel], buffer: Bool = true, current
     ], triggers: triggers)
 }
 
-@Suite("Fixtures")
+@Suite("Fixtures", .timeLimit(.minutes(3)))
 struct FixtureTests {
     @Test("The shipped fixtures are all there")
     func shippedSet() {

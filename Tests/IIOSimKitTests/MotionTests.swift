@@ -13,7 +13,7 @@ private func matricesClose(_ a: Mat3, _ b: Mat3, tolerance: Double = 1e-9) -> Bo
     zip(rows(a), rows(b)).allSatisfy { $0.isClose(to: $1, tolerance: tolerance) }
 }
 
-@Suite("Matrices")
+@Suite("Matrices", .timeLimit(.minutes(3)))
 struct MatrixTests {
     @Test("Rotations follow the right-hand rule")
     func rotations() {
@@ -53,7 +53,7 @@ struct MatrixTests {
     }
 }
 
-@Suite("Motion scripts: physics")
+@Suite("Motion scripts: physics", .timeLimit(.minutes(3)))
 struct MotionPhysicsTests {
     static let times: [Double] = [0, 0.01, 0.25, 0.5, 0.999, 1, 1.5, 2.25, 3, 3.7, 4.5, 5.01, 7.99, 10, 33.3, 123.456]
 
@@ -266,7 +266,7 @@ struct MotionPhysicsTests {
     }
 }
 
-@Suite("Motion scripts: parsing")
+@Suite("Motion scripts: parsing", .timeLimit(.minutes(3)))
 struct MotionParsingTests {
     @Test("Options land in the motion")
     func parses() throws {
@@ -314,7 +314,7 @@ struct MotionParsingTests {
     }
 }
 
-@Suite("Noise")
+@Suite("Noise", .timeLimit(.minutes(3)))
 struct NoiseTests {
     @Test("The same seed gives the same sequence; another seed another")
     func deterministic() {
@@ -371,7 +371,7 @@ struct NoiseTests {
     }
 }
 
-@Suite("Motions like a user's")
+@Suite("Motions like a user's", .timeLimit(.minutes(3)))
 struct LifeMotionTests {
     static let specs = ["hand-held", "shaking", "vibration", "walking", "hand-held:seed=7,steel=5", "walking:seed=3"]
 
@@ -473,7 +473,7 @@ struct LifeMotionTests {
     }
 }
 
-@Suite("Replaying a recording")
+@Suite("Replaying a recording", .timeLimit(.minutes(3)))
 struct ReplayTests {
     @Test("Raw samples stream as recorded (interpolated), in g or in m/s²")
     func raw() throws {

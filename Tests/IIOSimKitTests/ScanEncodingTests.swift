@@ -13,7 +13,7 @@ private func decoded(_ text: String, _ bytes: [UInt8]) throws -> Int64 {
     try ScanType(parsing: text).decode(bytes, at: 0)
 }
 
-@Suite("ScanType encoding: exact bytes")
+@Suite("ScanType encoding: exact bytes", .timeLimit(.minutes(3)))
 struct ScanEncodingTests {
     @Test("16-bit little and big endian")
     func sixteenBit() throws {
@@ -141,7 +141,7 @@ struct ScanEncodingTests {
     }
 }
 
-@Suite("ScanType saturation")
+@Suite("ScanType saturation", .timeLimit(.minutes(3)))
 struct ScanSaturationTests {
     @Test("A sensor saturates at its range instead of wrapping", arguments: [
         ("le:s16/16>>0", Int64(40000), Int64(32767)),
@@ -174,7 +174,7 @@ struct ScanSaturationTests {
     }
 }
 
-@Suite("ScanType decoding")
+@Suite("ScanType decoding", .timeLimit(.minutes(3)))
 struct ScanDecodingTests {
     @Test("Shift right first, then mask to bits, then sign-extend")
     func orderOfOperations() throws {

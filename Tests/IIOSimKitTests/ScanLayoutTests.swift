@@ -13,7 +13,7 @@ private func layout(_ channels: [(String, Int, String)]) -> ScanLayout {
     ScanLayout(channels: channels.map { (channel: $0.0, index: $0.1, type: type($0.2)) })
 }
 
-@Suite("Scan layout (iio_compute_scan_bytes)")
+@Suite("Scan layout (iio_compute_scan_bytes)", .timeLimit(.minutes(3)))
 struct ScanLayoutTests {
     @Test("3 × s16 + s64 timestamp: 0, 2, 4, 8; 16 bytes")
     func accelAndTimestamp() {

@@ -27,7 +27,7 @@ struct ScanTypeCase: Sendable, CustomTestStringConvertible {
     }
 }
 
-@Suite("ScanType parsing and printing")
+@Suite("ScanType parsing and printing", .timeLimit(.minutes(3)))
 struct ScanTypeParsingTests {
     static let valid: [ScanTypeCase] = [
         ScanTypeCase("le:s16/16>>0", be: false, signed: true, 16, 16),

@@ -1,7 +1,7 @@
 import Testing
 @testable import IIOSimKit
 
-@Suite("iio-sim command line")
+@Suite("iio-sim command line", .timeLimit(.minutes(3)))
 struct SimCommandLineTests {
     @Test("Every option lands in its field")
     func everyOption() throws {

@@ -40,7 +40,7 @@ private func options(_ edit: (inout SimulationOptions) throws -> Void) rethrows 
     return o
 }
 
-@Suite("Simulator: the sysfs tree it writes")
+@Suite("Simulator: the sysfs tree it writes", .timeLimit(.minutes(3)))
 struct SimulatorTreeTests {
     @Test("bmi160: files, contents and modes")
     func bmi160Tree() throws {

@@ -1,7 +1,7 @@
 import Testing
 @testable import IIOSimKit
 
-@Suite("Sampling-frequency snapping (DeviceSim.snap)")
+@Suite("Sampling-frequency snapping (DeviceSim.snap)", .timeLimit(.minutes(3)))
 struct SnapTests {
     @Test("A discrete list: the nearest value, ties going up", arguments: [
         // mpu6050

@@ -12,7 +12,7 @@ private func code(_ e: Int32) -> MotionError.Code {
     }
 }
 
-@Suite("motion-monitor's remedies: the library says what failed, motion-monitor what to do")
+@Suite("motion-monitor's remedies: the library says what failed, motion-monitor what to do", .timeLimit(.minutes(3)))
 struct AdviceTests {
     private let device = "iio:device0 (bmi160)"
 

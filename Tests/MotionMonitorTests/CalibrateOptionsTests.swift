@@ -1,7 +1,7 @@
 import Testing
 @testable import motion_monitor
 
-@Suite("motion-monitor calibrate's options and --uncalibrated")
+@Suite("motion-monitor calibrate's options and --uncalibrated", .timeLimit(.minutes(3)))
 struct CalibrateOptionsTests {
     @Test("Values are read in their units; an unknown option or a bad value is a usage error")
     func parse() throws {

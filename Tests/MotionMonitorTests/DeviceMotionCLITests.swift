@@ -14,7 +14,7 @@ private func motion(roll: Double = 0, pitch: Double = 0, yaw: Double = 0, headin
                  heading: heading, timestamp: 812.25)
 }
 
-@Suite("motion-monitor: --sensor magnetometer|motion and --reference-frame")
+@Suite("motion-monitor: --sensor magnetometer|motion and --reference-frame", .timeLimit(.minutes(3)))
 struct DeviceMotionOptionsTests {
     @Test("--sensor: the sensors read and whether device motion is shown", arguments: [
         ("accelerometer", [SensorKind.accelerometer], false), ("gyroscope", [.gyroscope], false),
@@ -69,7 +69,7 @@ struct DeviceMotionOptionsTests {
     }
 }
 
-@Suite("motion-monitor: device motion and magnetometer output forms")
+@Suite("motion-monitor: device motion and magnetometer output forms", .timeLimit(.minutes(3)))
 struct DeviceMotionFormatTests {
     @Test("The pinned deviceMotion JSON line: every key, in order, radians, shortest round-trip numbers")
     func json() {
@@ -114,7 +114,7 @@ struct DeviceMotionFormatTests {
     }
 }
 
-@Suite("motion-monitor: availability of the magnetometer, device motion and reference frames")
+@Suite("motion-monitor: availability of the magnetometer, device motion and reference frames", .timeLimit(.minutes(3)))
 struct DeviceMotionReportTests {
     @Test("Under all, a missing magnetometer goes unmentioned and device motion counts as something to show")
     func all() {
@@ -148,7 +148,7 @@ struct DeviceMotionReportTests {
     }
 }
 
-@Suite("motion-monitor: the live view's magnetometer and device motion panels")
+@Suite("motion-monitor: the live view's magnetometer and device motion panels", .timeLimit(.minutes(3)))
 struct DeviceMotionPanelTests {
     private let plain = ScreenStyle(color: false, unicode: true)
 

@@ -25,7 +25,7 @@ private func device(_ id: String, name: String?, label: String? = nil, trigger: 
                triggerName: trigger, hasTimestampChannel: true)
 }
 
-@Suite("Output formats")
+@Suite("Output formats", .timeLimit(.minutes(3)))
 struct FormatTests {
     @Test("The --once --json line: exact keys, order and shape")
     func readingJSON() {
@@ -168,7 +168,7 @@ struct FormatTests {
     }
 }
 
-@Suite("Byte-level number formatting matches the String forms")
+@Suite("Byte-level number formatting matches the String forms", .timeLimit(.minutes(3)))
 struct ByteFormattingTests {
     /// Values of every magnitude and sign, from a fixed seed; plus the edges.
     static func values() -> [Double] {

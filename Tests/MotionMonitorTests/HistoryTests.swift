@@ -3,7 +3,7 @@ import Testing
 @testable import IIOMotion
 @testable import motion_monitor
 
-@Suite("The live view's history chart")
+@Suite("The live view's history chart", .timeLimit(.minutes(3)))
 struct HistoryTests {
     /// 100 Hz for `seconds`: x a slow sine, y 0, z −1 but for one sample of +1.75 at `spike`.
     private func ring(seconds: Double, spike: Double) -> HistoryRing {

@@ -18,7 +18,7 @@ private func panel(_ kind: SensorKind = .accelerometer, latest: AxisValues? = Ax
 
 private let plain = ScreenStyle(color: false, unicode: true)
 
-@Suite("The live view's screen")
+@Suite("The live view's screen", .timeLimit(.minutes(3)))
 struct LiveScreenTests {
     @Test("A panel: device, mode, range, signed fixed values, a bar per axis, rates and counts")
     func panelLines() {

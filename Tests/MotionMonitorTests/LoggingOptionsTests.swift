@@ -4,7 +4,7 @@ import Testing
 import IIOMotion
 @testable import motion_monitor
 
-@Suite("MonitorOptions: the log and live-view options")
+@Suite("MonitorOptions: the log and live-view options", .timeLimit(.minutes(3)))
 struct LoggingOptionsTests {
     @Test("Defaults: no log, colour allowed, readings shown")
     func defaults() throws {
@@ -55,7 +55,7 @@ struct LoggingOptionsTests {
     }
 }
 
-@Suite("Which display the continuous view uses")
+@Suite("Which display the continuous view uses", .timeLimit(.minutes(3)))
 struct DisplayTests {
     private func choose(_ args: [String], tty: Bool = true, _ env: [String: String] = ["TERM": "xterm-256color", "LANG": "C.UTF-8"]) throws -> Display {
         Display.choose(try MonitorOptions(arguments: args), stdoutIsTerminal: tty, environment: env)
@@ -90,7 +90,7 @@ struct DisplayTests {
     }
 }
 
-@Suite("The CSV log")
+@Suite("The CSV log", .timeLimit(.minutes(3)))
 struct CSVTests {
     @Test("The pinned header and row: nine-decimal timestamps, round-trip values")
     func row() {
@@ -221,7 +221,7 @@ struct CSVTests {
     }
 }
 
-@Suite("--csv-rotate, --keep, --sighup")
+@Suite("--csv-rotate, --keep, --sighup", .timeLimit(.minutes(3)))
 struct RotationOptionsTests {
     @Test("Sizes and daily parse; nonsense does not")
     func parsing() {

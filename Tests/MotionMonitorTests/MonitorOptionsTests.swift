@@ -2,7 +2,7 @@ import Testing
 import IIOMotion
 @testable import motion_monitor
 
-@Suite("MonitorOptions: the command-line parser")
+@Suite("MonitorOptions: the command-line parser", .timeLimit(.minutes(3)))
 struct MonitorOptionsTests {
     @Test("No arguments: the continuous view of every sensor on local:, Core Motion units")
     func defaults() throws {

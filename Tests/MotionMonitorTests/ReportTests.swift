@@ -12,7 +12,7 @@ private let badScale = MotionError(code: .invalidAttribute, device: "iio:device0
 private let denied = MotionError(code: .permissionDenied, underlyingErrno: EACCES, call: "iio_channel_attr_read",
                                  device: "iio:device0 (bmi160)", attribute: "in_anglvel_x_raw")
 
-@Suite("Availability and failure reporting")
+@Suite("Availability and failure reporting", .timeLimit(.minutes(3)))
 struct ReportTests {
     @Test("Every sensor read: data on stdout, nothing on stderr, status 0")
     func allPresent() {
