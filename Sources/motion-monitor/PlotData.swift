@@ -178,6 +178,7 @@ struct PlotReader {
 
     /// Reads one file (or FIFO) to its end.
     /// - Parameter path: the file; named in every error.
+    /// Lines that begin with `#` are comments and are skipped.
     /// - Throws: ``PlotError``: the file cannot be opened or read (66, 74), is empty, does not
     ///   begin with the header, or has a row that is not `timestamp,sensor,device,x,y,z` (65).
     mutating func read(path: String) throws(PlotError) {
@@ -221,7 +222,9 @@ struct PlotReader {
                 line += 1
                 var lineEnd = end
                 if lineEnd > start && buffer[lineEnd - 1] == UInt8(ascii: "\r") { lineEnd -= 1 }
-                if let hasBoard = boardColumn {
+                if lineEnd > start && buffer[start] == UInt8(ascii: "#") {
+                    // A comment: motion-monitor writes one under the header saying which readings are calibrated.
+                } else if let hasBoard = boardColumn {
                     try row(buffer + start, count: lineEnd - start, board: hasBoard, cuts: cuts, path: path, line: line)
                 } else {
                     let text = UnsafeBufferPointer(start: buffer + start, count: lineEnd - start)

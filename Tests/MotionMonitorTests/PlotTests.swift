@@ -136,6 +136,19 @@ struct PlotTests {
         #expect(xs.min()! >= PlotFigure.marginLeft && xs.max()! <= 1200 - PlotFigure.marginRight)
     }
 
+    @Test("A calibrated run's log, with the comment line motion-monitor writes under its header, plots every row")
+    func calibrationComment() throws {
+        let dir = try Scratch()
+        defer { dir.remove() }
+        let (text, rows) = log(seconds: 3)
+        let comment = "# accelerometer calibrated 2026-12-06 05:12:40 UTC; gyroscope uncalibrated\n"
+        try dir.write("calibrated.csv", text.replacingOccurrences(of: CSVFormat.header + "\n", with: CSVFormat.header + "\n" + comment))
+        #expect(failure([dir.file("calibrated.csv")]) == nil)
+        #expect(plot([dir.file("calibrated.csv")]) == 0)
+        let svg = SVGContents.parse(try Data(contentsOf: URL(fileURLWithPath: dir.file("calibrated.svg"))))
+        #expect(svg.panels.count == 1 && svg.panels.first?.attributes["data-rows"] == "\(rows.count)")
+    }
+
     @Test("A device that went away (a 5 s pause in the rows) and came back under another index is a gap in one panel: the lines break and it is shaded")
     func gapIsAGap() throws {
         let dir = try Scratch()
