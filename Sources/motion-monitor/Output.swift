@@ -40,27 +40,13 @@ final class Condition: @unchecked Sendable { // the pointers are only used throu
     }
 }
 
-/// Starts a detached thread (it inherits the caller's signal mask: the watch blocks its signals
-/// before starting any).
+/// Starts a detached ``OSThread`` (it inherits the caller's signal mask: the watch blocks its
+/// signals before starting any); stops the program when the system refuses another thread.
 /// - Parameters:
 ///   - name: what it is, for the message should it fail to start.
 ///   - body: what it runs.
 func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
-    final class Box: @unchecked Sendable { // handed to the new thread once, then owned by it
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    let box = Unmanaged.passRetained(Box(body)).toOpaque()
-    var attributes = pthread_attr_t()
-    pthread_attr_init(&attributes)
-    pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-    var thread = pthread_t()
-    let rc = pthread_create(&thread, &attributes, { p in
-        Unmanaged<Box>.fromOpaque(p!).takeRetainedValue().body()
-        return nil
-    }, box)
-    pthread_attr_destroy(&attributes)
-    precondition(rc == 0, "pthread_create (\(name)): \(rc)")
+    do { try OSThread.detached(name: name, body) } catch { preconditionFailure("\(error)") }
 }
 
 /// One output file descriptor (stdout, stderr) with a thread of its own that does every `write(2)`

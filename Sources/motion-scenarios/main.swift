@@ -18,12 +18,6 @@ import IIOMotion
 import SystemSupport
 import Synchronization
 
-func now() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
-}
-
 func emit(_ fields: [(String, String)]) {
     print("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
     fflush(nil)
@@ -118,7 +112,7 @@ case "capped":
     manager.accelerometerUpdateInterval = interval
     let deliveries = Locked<[(Double, Double)]>([])
     manager.startAccelerometerUpdates { data, _ in
-        if let data { deliveries.withLock { $0.append((now(), data.timestamp)) } }
+        if let data { deliveries.withLock { $0.append((monotonicSeconds(), data.timestamp)) } }
     }
     let rate = manager.samplingFrequency(of: .accelerometer) ?? 0
     usleep(UInt32(seconds * 1e6))
@@ -137,8 +131,8 @@ case "pull":
     DispatchQueue.global().async {
         var reads = 0, distinct = 0, bad = 0, backwards = 0
         var last = -1.0
-        let end = now() + seconds
-        while now() < end {
+        let end = monotonicSeconds() + seconds
+        while monotonicSeconds() < end {
             guard let d = manager.accelerometerData else { continue }
             reads += 1
             if d.timestamp != last {
@@ -177,9 +171,9 @@ case "start-stop":
     cycle()
     usleep(200_000)
     let before = processCounts()
-    let t0 = now()
+    let t0 = monotonicSeconds()
     for _ in 1..<count { cycle() }
-    let seconds = now() - t0
+    let seconds = monotonicSeconds() - t0
     // Dispatch's worker threads linger a little after their last job; ours must be gone at once.
     var after = processCounts()
     for _ in 0..<50 where after.threads > before.threads {
@@ -213,10 +207,10 @@ case "blocking-handler":
         }
     }
     manager.startGyroUpdates { d, _ in if d != nil { gyroCalls.add(1, ordering: .relaxed) } }
-    let t0 = now()
+    let t0 = monotonicSeconds()
     var maxAge = 0.0
-    while now() - t0 < 2.5 {
-        if let a = manager.accelerometerData, now() - t0 > 0.3 { maxAge = max(maxAge, now() - a.timestamp) }
+    while monotonicSeconds() - t0 < 2.5 {
+        if let a = manager.accelerometerData, monotonicSeconds() - t0 > 0.3 { maxAge = max(maxAge, monotonicSeconds() - a.timestamp) }
         usleep(5000)
     }
     let stats = manager.updateStatistics(of: .accelerometer)
@@ -229,24 +223,24 @@ case "blocking-handler":
           ("gyroSamples", "\(gyroStats.samples)"), ("maxPullAge", "\(maxAge)")])
 case "failure":
     let seconds = number(1, 5)
-    let t0 = now()
+    let t0 = monotonicSeconds()
     let got = Locked<(Double, String)?>(nil)
     let sem = DispatchSemaphore(value: 0)
     manager.accelerometerUpdateInterval = 0.05
     if args.count > 2 && args[2] == "capture-thread" {
         manager.startAccelerometerBatches(on: .captureThread) { _, e in
-            if let e { got.withLock { $0 = (now() - t0, "\(e)") }; sem.signal() }
+            if let e { got.withLock { $0 = (monotonicSeconds() - t0, "\(e)") }; sem.signal() }
         }
     } else {
         manager.startAccelerometerUpdates { _, e in
-            if let e { got.withLock { $0 = (now() - t0, "\(e)") }; sem.signal() }
+            if let e { got.withLock { $0 = (monotonicSeconds() - t0, "\(e)") }; sem.signal() }
         }
     }
     let r = sem.wait(timeout: .now() + seconds)
-    let stop0 = now()
+    let stop0 = monotonicSeconds()
     manager.stopAllUpdates()
     let g = got.withLock { $0 }
-    emit([("error", r == .success ? "true" : "false"), ("after", "\(g?.0 ?? -1)"), ("stopSeconds", "\(now() - stop0)"),
+    emit([("error", r == .success ? "true" : "false"), ("after", "\(g?.0 ?? -1)"), ("stopSeconds", "\(monotonicSeconds() - stop0)"),
           ("message", g.map { "\"\(String($0.1.map { $0 == "\"" ? "'" : $0 }))\"" } ?? "null")])
 case "capture-thread":
     // Batches on the capture thread: every sample, on the thread named after the device. Then the
@@ -264,7 +258,7 @@ case "capture-thread":
     let seen = Locked(Seen())
     let stoppedSignal = DispatchSemaphore(value: 0)
     let before = processCounts()
-    let stopAt = now() + seconds
+    let stopAt = monotonicSeconds() + seconds
     manager.startAccelerometerBatches(on: .captureThread) { batch, _ in
         guard let batch else { return }
         let name = firstLine("/proc/thread-self/comm")
@@ -272,12 +266,12 @@ case "capture-thread":
             if s.stopped { s.accelAfterStop += batch.count; return false }
             s.accel += batch.map(\.timestamp)
             s.threads.insert(name)
-            return now() >= stopAt
+            return monotonicSeconds() >= stopAt
         }
         guard stopNow else { return }
-        let t = now()
+        let t = monotonicSeconds()
         manager.stopAccelerometerUpdates()
-        seen.withLock { $0.stopped = true; $0.stopSeconds = now() - t }
+        seen.withLock { $0.stopped = true; $0.stopSeconds = monotonicSeconds() - t }
         stoppedSignal.signal()
     }
     let restarted = DispatchSemaphore(value: 0)
@@ -292,9 +286,9 @@ case "capture-thread":
         }
         guard restart else { return }
         // Starting from a capture-thread handler (this device's capture restarts) must not block.
-        let t = now()
+        let t = monotonicSeconds()
         do { try manager.startAccelerometerUpdates() } catch { warn("start from the handler: \(error)") }
-        seen.withLock { $0.restartSeconds = now() - t }
+        seen.withLock { $0.restartSeconds = monotonicSeconds() - t }
         restarted.signal()
     }
     let rate = manager.samplingFrequency(of: .accelerometer) ?? 0
@@ -381,7 +375,7 @@ case "bench-throughput":
     // One queue for both handlers, as a logger handling both sensors would have: with each sensor
     // on its own default queue, every refill wakes two threads instead of one.
     let delivery: HandlerDelivery = onQueue ? .queue(DispatchQueue(label: "bench handlers")) : .captureThread
-    let t0 = now()
+    let t0 = monotonicSeconds()
     manager.startAccelerometerBatches(on: delivery) { batch, _ in
         guard let batch else { return }
         var s = 0.0
@@ -396,7 +390,7 @@ case "bench-throughput":
         sums.withLock { $0.sum += s }
     }
     _ = done.wait(timeout: .now() + 120)
-    let t1 = now()
+    let t1 = monotonicSeconds()
     manager.stopAllUpdates()
     let r = sums.withLock { $0 }
     emit([("scans", "\(r.n)"), ("seconds", "\(t1 - t0)"), ("checksum", "\(r.sum.isFinite)")])
@@ -439,9 +433,9 @@ case "bench-latency":
     do { try manager.startAccelerometerUpdates() } catch { fail("\(error)") }
     while manager.accelerometerData == nil { usleep(1000) }
     var ages: [Double] = []
-    let end = now() + seconds
-    while now() < end {
-        if let d = manager.accelerometerData { ages.append(now() - d.timestamp) }
+    let end = monotonicSeconds() + seconds
+    while monotonicSeconds() < end {
+        if let d = manager.accelerometerData { ages.append(monotonicSeconds() - d.timestamp) }
         usleep(1000)
     }
     let rate = manager.samplingFrequency(of: .accelerometer) ?? 0
@@ -499,7 +493,7 @@ case "bench-motion-age":
     let handlerQueue = DispatchQueue(label: "bench-motion-age")
     manager.startDeviceMotionUpdates(to: handlerQueue) { m, _ in
         guard let m else { return }
-        let t = now()
+        let t = monotonicSeconds()
         let newest = max(manager.accelerometerData?.timestamp ?? 0, manager.gyroData?.timestamp ?? 0)
         seen.withLock { $0.ages.append(newest - m.timestamp); $0.calls.append(t) }
     }

@@ -84,8 +84,8 @@ final class StreamHub: Sendable {
         /// release of the manager): async sequences finish. Runs on `queue`, after what was
         /// already dispatched there.
         var ended: (queue: DispatchQueue, run: @Sendable () -> Void)?
-        /// Sample time from which the next coalesced delivery is due.
-        var nextDue: Double = -.infinity
+        /// When the next coalesced delivery is due, in sample time.
+        var schedule = CoalescingSchedule()
         /// A coalesced consumer's one pending sample (a handler that falls behind gets the newest).
         let mailbox = Mailbox<CapturedSample>()
     }
@@ -445,17 +445,13 @@ final class StreamHub: Sendable {
                 for (id, var c) in sensor.consumers {
                     switch c.delivery {
                     case let .coalesced(handler, queue):
-                        // One delivery per interval of *sample* time, on a schedule: a wake-up
-                        // period that does not divide the interval (80 ms refills for a 100 ms
-                        // interval) still gives one delivery per interval on average, and a stall
-                        // does not cause a burst afterwards.
-                        if n.timestamp >= c.nextDue - 1e-6 {
-                            c.nextDue = n.timestamp - c.nextDue > sensor.interval ? n.timestamp + sensor.interval : c.nextDue + sensor.interval
+                        // One delivery per interval of *sample* time.
+                        if c.schedule.due(n.timestamp, interval: sensor.interval) {
                             sensor.statistics.coalesced += count - 1
                             let mailbox = c.mailbox
-                            if mailbox.put(n) {
+                            if mailbox.put([n]).schedule {
                                 sensor.statistics.delivered += 1
-                                let job: @Sendable () -> Void = { if let s = mailbox.take() { handler(s, nil) } }
+                                let job: @Sendable () -> Void = { if let s = mailbox.take().last { handler(s, nil) } }
                                 if let queue { jobs.append((queue, job)) } else { here.append(job) }
                             } else {
                                 // The handler has not taken the previous one yet: it gets this instead.
@@ -538,30 +534,6 @@ final class StreamHub: Sendable {
         }
         latest.withLock { l in for k in kinds { l.samples[k] = nil } }
         Self.dispatch(jobs)
-    }
-}
-
-/// The sample waiting for a coalesced handler, and whether a job to deliver it is queued: at most
-/// one job per consumer is ever queued, so a blocked handler costs no memory.
-final class Mailbox<Value: Sendable>: Sendable {
-    private let slot = Locked<(value: Value?, scheduled: Bool)>((nil, false))
-
-    /// Leaves `value` for the handler; true when a job must be queued to deliver it, false when
-    /// the queued job will deliver it instead of an older value (which is coalesced).
-    func put(_ value: Value) -> Bool {
-        slot.withLock { s in
-            s.value = value
-            defer { s.scheduled = true }
-            return !s.scheduled
-        }
-    }
-
-    /// The value to deliver now (the queued job calls this).
-    func take() -> Value? {
-        slot.withLock { s in
-            defer { s = (nil, false) }
-            return s.value
-        }
     }
 }
 
