@@ -59,7 +59,7 @@ final class DeviceMotionEngine: Sendable {
     }
 
     /// One batch of one sensor, as it reaches the filter.
-    enum Feed: Sendable {
+    enum SensorBatch: Sendable {
         case accelerometer([AccelerometerData])
         case gyroscope([GyroData])
         case magnetometer([MagnetometerData])
@@ -68,7 +68,7 @@ final class DeviceMotionEngine: Sendable {
     /// Fuses a batch (on a capture thread): updates ``EngineState/latest`` and, when a delivery is
     /// due (once per interval of estimate time, on a schedule), leaves the newest estimate in the
     /// handler's mailbox.
-    func feed(_ feed: Feed, generation: Int) {
+    func fuse(_ batch: SensorBatch, generation: Int) {
         // A batch read before a restart belongs to the previous run's filter, which is gone.
         guard state.withLock({ $0.running?.generation == generation }) else { return }
         // Every estimate is kept only at interval 0 (all are delivered); else only the newest.
@@ -82,7 +82,7 @@ final class DeviceMotionEngine: Sendable {
                 made += 1
                 if keepAll { all.append(m) }
             }
-            switch feed {
+            switch batch {
             case .accelerometer(let samples): for s in samples { f!.add(accelerometer: s, emit: take) }
             case .gyroscope(let samples): for s in samples { f!.add(gyro: s, emit: take) }
             case .magnetometer(let samples): for s in samples { f!.add(magnetometer: s, emit: take) }
@@ -352,12 +352,12 @@ extension MotionManager {
         var consumers: [SensorKind: Int] = [:]
         for kind in kinds {
             var consumer = StreamHub.Consumer(delivery: .batched(make: { batch in
-                let feed: DeviceMotionEngine.Feed = switch kind {
+                let sensorBatch: DeviceMotionEngine.SensorBatch = switch kind {
                 case .accelerometer: .accelerometer(batch.accelerometer)
                 case .gyroscope: .gyroscope(batch.gyroscope)
                 case .magnetometer: .magnetometer(batch.magnetometer)
                 }
-                return { engine.feed(feed, generation: generation) }
+                return { engine.fuse(sensorBatch, generation: generation) }
             }, fail: { [weak self] error in
                 self?.deviceMotionFailed(error, generation: generation)
             }, queue: nil), owner: .deviceMotion, minimumRate: rate)  // fused on the capture thread

@@ -274,7 +274,6 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     /// file that cannot be cut (stdout, a pipe).
     private var committed: Int64?
     private var rows: [SensorKind: Int] = [:]
-    private var handed: [SensorKind: Int] = [:]
     private var gaps: [SensorKind: GapCounter] = [:]
     /// Why the log stopped, if a write failed.
     private(set) var failure: String?
@@ -402,7 +401,6 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     func append<S: SensorSample>(_ samples: ArraySlice<S>, device: String, period: @autoclosure () -> Double?) -> Bool {
         dispatchPrecondition(condition: .onQueue(queue))
         let kind = S.sensorKind
-        handed[kind, default: 0] += samples.count
         guard failure == nil else { return false }
         // The first batches can arrive before the library has published the frequency in force.
         if gaps[kind]?.period == nil {
@@ -502,12 +500,6 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     var totalRows: Int {
         dispatchPrecondition(condition: .onQueue(queue))
         return rows.values.reduce(0, +)
-    }
-
-    /// Samples the batched handlers handed to the log, per sensor (written or not).
-    func samplesHanded(_ kind: SensorKind) -> Int {
-        dispatchPrecondition(condition: .onQueue(queue))
-        return handed[kind] ?? 0
     }
 
     /// Samples missing between the rows of a sensor (gaps in its timestamps), or nil when the
