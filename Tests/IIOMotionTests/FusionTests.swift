@@ -14,7 +14,7 @@ import Glibc
 // MARK: - Test-side maths and noise
 
 /// A quaternion (w + xi + yj + zk), written independently of the library's.
-private struct TQ {
+struct TQ {
     var w, x, y, z: Double
     static let one = TQ(w: 1, x: 0, y: 0, z: 0)
     init(w: Double, x: Double, y: Double, z: Double) { self.w = w; self.x = x; self.y = y; self.z = z }
@@ -49,7 +49,7 @@ private struct TQ {
     }
 }
 
-private struct V {
+struct V {
     var x, y, z: Double
     init(_ x: Double, _ y: Double, _ z: Double) { self.x = x; self.y = y; self.z = z }
     static func + (a: V, b: V) -> V { V(a.x + b.x, a.y + b.y, a.z + b.z) }
@@ -63,7 +63,7 @@ private struct V {
 }
 
 /// Seeded noise (SplitMix64 with Box–Muller normals): deterministic across runs and platforms.
-private struct Noise {
+struct Noise {
     var rng: SplitMix64
     init(seed: UInt64) { rng = SplitMix64(seed: seed) }
     mutating func uniform() -> Double { rng.uniform() }
@@ -71,9 +71,9 @@ private struct Noise {
     mutating func vector(_ sigma: Double) -> V { V(sigma * normal(), sigma * normal(), sigma * normal()) }
 }
 
-private let deg = Double.pi / 180
+let deg = Double.pi / 180
 
-private func wrap(_ a: Double) -> Double {
+func wrap(_ a: Double) -> Double {
     var r = a.truncatingRemainder(dividingBy: 2 * .pi)
     if r > .pi { r -= 2 * .pi }
     if r < -.pi { r += 2 * .pi }
@@ -81,7 +81,7 @@ private func wrap(_ a: Double) -> Double {
 }
 
 /// Datasheet noise and bias, as sensors report them.
-private struct SensorModel {
+struct SensorModel {
     /// µg/√Hz (BMI160: 180).
     var accelNoiseDensity = 180e-6
     /// °/s/√Hz (BMI160: 0.007).
@@ -97,7 +97,7 @@ private struct SensorModel {
 /// A motion: the true attitude (device → reference) and the device's linear acceleration in the
 /// reference frame (g) at time t; optionally an extra field (µT, device frame) disturbing the
 /// magnetometer.
-private struct Trajectory {
+struct Trajectory {
     var attitude: (Double) -> TQ
     var linearAcceleration: (Double) -> V = { _ in V(0, 0, 0) }
     var disturbance: (Double) -> V = { _ in V(0, 0, 0) }
@@ -113,7 +113,7 @@ private struct Trajectory {
     }
 }
 
-private struct Run {
+struct Run {
     struct Point {
         var truth: TQ
         var motion: DeviceMotion
@@ -182,7 +182,7 @@ private struct Run {
 ///   - magRate: magnetometer rate, Hz.
 ///   - magDelay: seconds each magnetometer sample is handed over after its time (a magnetometer
 ///     read in slower refills than the gyroscope arrives after the gyroscope samples of its time).
-private func simulate(
+func simulate(
     _ trajectory: Trajectory,
     rate: Double,
     duration: Double,
@@ -246,23 +246,23 @@ private func simulate(
 }
 
 /// A smooth step 0 → 1 over [t0, t0 + length].
-private func smoothStep(_ t: Double, _ t0: Double, _ length: Double) -> Double {
+func smoothStep(_ t: Double, _ t0: Double, _ length: Double) -> Double {
     let u = max(0, min(1, (t - t0) / length))
     return (1 - cos(.pi * u)) / 2
 }
 
 /// `v` rounded to `digits` decimals, for the printed figures (no Foundation here).
-private func fmt(_ v: Double, _ digits: Int) -> String {
+func fmt(_ v: Double, _ digits: Int) -> String {
     let p = pow(10, Double(digits))
     return "\((v * p).rounded() / p)"
 }
 
-private func figure(_ text: String) {
+func figure(_ text: String) {
     print("fusion figure: \(text)")
 }
 
 /// Checks what every estimate must satisfy.
-private func checkInvariants(_ run: Run, sourceLocation: SourceLocation = #_sourceLocation) {
+func checkInvariants(_ run: Run, sourceLocation: SourceLocation = #_sourceLocation) {
     var worstNorm = 0.0, worstSum = 0.0, worstGravity = 0.0
     for p in run.points {
         let q = p.motion.attitude.quaternion
