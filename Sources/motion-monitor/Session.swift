@@ -1,3 +1,6 @@
+// Over 500 lines: ``WatchSession`` is one class whose private state (the per-sensor counts, the
+// log, the live view's model) both its deliveries and its end read and write on one queue;
+// kept in one file so that this state stays private to it.
 import Dispatch
 @preconcurrency import Glibc // stdout and stderr are C globals
 import IIOMotion

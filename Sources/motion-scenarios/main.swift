@@ -12,6 +12,9 @@
 //   motion-scenarios device-motion-sharing           device motion and the accelerometer's own updates side by side
 //   motion-scenarios bench-motion-age SECONDS INTERVAL  device motion's delivered estimate against the newest sample
 //   motion-scenarios release [capture-thread]       a manager released while it streams; a new one streams the device at once
+//
+// Over 500 lines: one `switch` over the scenarios, each a few dozen lines run as a script with
+// the one manager of this process; the helpers they share are in Support.swift.
 import Dispatch
 @preconcurrency import Glibc
 import IIOMotion

@@ -1,3 +1,7 @@
+// Over 500 lines: the filter is one value whose private state (the tilt loop's filters, the bias
+// Kalman filter's covariance, the rest detector, the heading's reference and disturbance timers)
+// every step reads and writes; kept in one file so that this state stays private to it. The
+// configuration is in AttitudeFilter+Configuration.swift, the low-pass filter in LowPass.swift.
 internal import Glibc
 
 /// The attitude estimator behind ``DeviceMotion``: a pure value (no threads, no I/O, no
