@@ -49,7 +49,7 @@ let package = Package(
         // The only code that calls libiio.
         .target(name: "CIIOShim", dependencies: ["CLibIIO"], cSettings: cSettings),
         // What every target shares: a lock ThreadSanitizer understands (see Locked.swift for why not
-        // Synchronization.Mutex), the monotonic clock, and errno text.
+        // Synchronization.Mutex), the monotonic clock, the one way to start a thread, and errno text.
         .target(name: "SystemSupport", swiftSettings: swiftSettings),
         .target(name: "IIOMotion", dependencies: ["CIIOShim", "CLibUdev", "SystemSupport"], swiftSettings: swiftSettings),
         .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "MotionMQTT", "SystemSupport"], swiftSettings: swiftSettings,

@@ -1,3 +1,12 @@
+// The async sequences' delivery. The per-sample sequences (`accelerometerUpdates()` and the
+// like, `deviceMotionUpdates`) are the toolchain's `AsyncThrowingStream.makeStream` with a buffer
+// of the newest element. The batch sequences (`accelerometerBatches()` and the like) keep
+// ``BatchInbox``, the one hand-made channel, because `AsyncThrowingStream`'s buffer cannot keep
+// their guarantee: the backlog is bounded in *samples* (``MotionManager/maximumBatchBacklog``,
+// batches past it dropped whole and counted), which needs to know when the loop takes each batch,
+// and a stream's buffer only bounds the number of elements and never tells the producer that one
+// was taken. Both kinds end on stop (plainly, or throwing the error that stopped the sensor) and
+// on the task's cancellation.
 import SystemSupport
 
 /// The link between an async sequence and its consumer in the hub: the consumer's id once it is

@@ -49,15 +49,17 @@ final class DeviceMotionEngine: Sendable {
         var onCaptureThread = false
         /// How the handler hears that the updates ended without an error (an async sequence finishes).
         var ended: (@Sendable () -> Void)?
-        /// Estimate time from which the next delivery is due.
-        var nextDue: Double = -.infinity
+        /// When the next delivery is due, in estimate time.
+        var schedule = CoalescingSchedule()
         /// The time between two estimates, as last seen (0 until then).
         var period: Double = 0
-        let mailbox = EstimateMailbox()
+        /// Past the interval's newest estimate (which replaces the one waiting), at interval 0
+        /// every estimate waits, at most 1,024 of them (the oldest go first).
+        let mailbox = Mailbox<DeviceMotion>(limit: 1024)
     }
 
     /// One batch of one sensor, as it reaches the filter.
-    enum Feed: Sendable {
+    enum SensorBatch: Sendable {
         case accelerometer([AccelerometerData])
         case gyroscope([GyroData])
         case magnetometer([MagnetometerData])
@@ -66,7 +68,7 @@ final class DeviceMotionEngine: Sendable {
     /// Fuses a batch (on a capture thread): updates ``EngineState/latest`` and, when a delivery is
     /// due (once per interval of estimate time, on a schedule), leaves the newest estimate in the
     /// handler's mailbox.
-    func feed(_ feed: Feed, generation: Int) {
+    func fuse(_ batch: SensorBatch, generation: Int) {
         // A batch read before a restart belongs to the previous run's filter, which is gone.
         guard state.withLock({ $0.running?.generation == generation }) else { return }
         // Every estimate is kept only at interval 0 (all are delivered); else only the newest.
@@ -80,7 +82,7 @@ final class DeviceMotionEngine: Sendable {
                 made += 1
                 if keepAll { all.append(m) }
             }
-            switch feed {
+            switch batch {
             case .accelerometer(let samples): for s in samples { f!.add(accelerometer: s, emit: take) }
             case .gyroscope(let samples): for s in samples { f!.add(gyro: s, emit: take) }
             case .magnetometer(let samples): for s in samples { f!.add(magnetometer: s, emit: take) }
@@ -97,12 +99,11 @@ final class DeviceMotionEngine: Sendable {
             // Half an estimate's period early still counts as due: estimate times jitter, and an
             // estimate just short of the schedule would otherwise wait a whole refill.
             let tolerance = max(1e-6, run.period / 2)
-            guard newest.timestamp >= run.nextDue - tolerance else {
+            guard run.schedule.due(newest.timestamp, interval: s.interval, tolerance: tolerance) else {
                 s.statistics.coalesced += made
                 return nil
             }
-            run.nextDue = newest.timestamp - run.nextDue > s.interval ? newest.timestamp + s.interval : run.nextDue + s.interval
-            // Interval 0: every estimate of the refill (at most `EstimateMailbox.limit` pending);
+            // Interval 0: every estimate of the refill (at most `mailbox.limit` pending);
             // else the newest.
             let batch = keepAll && !all.isEmpty ? all : [newest]
             s.statistics.coalesced += made - batch.count
@@ -124,42 +125,6 @@ final class DeviceMotionEngine: Sendable {
     /// more, faster when the handler wants estimates more often.
     static func rate(interval: Double) -> Double {
         max(100, interval > 0 ? 1 / interval : 100)
-    }
-}
-
-/// The estimates waiting for a device motion handler, and whether a job to deliver them is queued:
-/// at most one job is ever queued. Past the interval's newest estimate (which replaces the one
-/// waiting), at interval 0 every estimate waits, at most ``limit`` of them (the oldest go first).
-final class EstimateMailbox: Sendable {
-    static let limit = 1024
-    private let slot = Locked<(values: [DeviceMotion], scheduled: Bool)>(([], false))
-
-    /// Leaves `values` for the handler, after those waiting (`appending`) or instead of them.
-    /// - Returns: whether a job must be queued, and how many waiting estimates were replaced.
-    func put(_ values: [DeviceMotion], appending: Bool) -> (schedule: Bool, replaced: Int) {
-        slot.withLock { s in
-            var replaced = 0
-            if appending {
-                s.values += values
-                if s.values.count > Self.limit {
-                    replaced = s.values.count - Self.limit
-                    s.values.removeFirst(replaced)
-                }
-            } else {
-                replaced = s.values.count
-                s.values = values
-            }
-            defer { s.scheduled = true }
-            return (!s.scheduled, replaced)
-        }
-    }
-
-    /// The estimates to deliver now (the queued job calls this).
-    func take() -> [DeviceMotion] {
-        slot.withLock { s in
-            defer { s = ([], false) }
-            return s.values
-        }
     }
 }
 
@@ -387,12 +352,12 @@ extension MotionManager {
         var consumers: [SensorKind: Int] = [:]
         for kind in kinds {
             var consumer = StreamHub.Consumer(delivery: .batched(make: { batch in
-                let feed: DeviceMotionEngine.Feed = switch kind {
+                let sensorBatch: DeviceMotionEngine.SensorBatch = switch kind {
                 case .accelerometer: .accelerometer(batch.accelerometer)
                 case .gyroscope: .gyroscope(batch.gyroscope)
                 case .magnetometer: .magnetometer(batch.magnetometer)
                 }
-                return { engine.feed(feed, generation: generation) }
+                return { engine.fuse(sensorBatch, generation: generation) }
             }, fail: { [weak self] error in
                 self?.deviceMotionFailed(error, generation: generation)
             }, queue: nil), owner: .deviceMotion, minimumRate: rate)  // fused on the capture thread

@@ -135,10 +135,13 @@ public final class MQTTPublisher: Sendable {
         wakeFD = ends[0]
         wakeWriteFD = ends[1]
         let loop = NetworkLoop(publisher: self)
-        if !startThread(name: "mqtt-publisher", loop.run) {
+        do {
+            // A broker that closes the connection must not kill the process with SIGPIPE.
+            try OSThread.detached(name: "mqtt-publisher") { blockSIGPIPEOnThisThread(); loop.run() }
+        } catch {
             shared.withLock { $0.ended = true }
             done.signal()
-            throw .system("cannot start the MQTT publisher's thread: \(errnoText(errno))")
+            throw .system("cannot start the MQTT publisher's thread: \(errnoText(error.code))")
         }
     }
 
@@ -245,8 +248,8 @@ public final class MQTTPublisher: Sendable {
                         let payload = publisher.statusPayload("offline")
                         _ = mosquitto_publish(mosq, &mid, publisher.configuration.statusTopic, Int32(payload.count), payload, 1, true)
                         statusMid = mid
-                        offlineDeadline = now() + 2
-                    } else if statusAcknowledged || now() > offlineDeadline {
+                        offlineDeadline = monotonicSeconds() + 2
+                    } else if statusAcknowledged || monotonicSeconds() > offlineDeadline {
                         mosquitto_disconnect(mosq)
                         _ = mosquitto_loop_write(mosq, 1)
                         return
@@ -272,12 +275,6 @@ public final class MQTTPublisher: Sendable {
                 }
                 if lost { connectionLost() }
             }
-        }
-
-        func now() -> Double {
-            var ts = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &ts)
-            return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
         }
 
         /// Creates a client and connects it (the TCP and TLS part blocks; CONNACK comes later).

@@ -45,12 +45,6 @@ func writeAll(_ text: String) -> Bool {
     return true
 }
 
-func now() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
 struct State: Sendable {
     var collector: Collector
     var writeError: String?
@@ -73,7 +67,7 @@ do {
                                     caFile: options.caFile) { message in
         state.withLock { s in
             guard s.writeError == nil else { return }
-            let text = s.collector.take(message, now: now())
+            let text = s.collector.take(message, now: monotonicSeconds())
             if !text.isEmpty, !writeAll(text) { s.writeError = errnoText(errno) }
         }
     }
@@ -84,13 +78,13 @@ do {
 
 // Ends at Ctrl-C, SIGTERM, SIGHUP, --duration, or a failed write.
 let showTable = options.table ?? (isatty(2) == 1)
-let deadline = options.duration.map { now() + $0 }
+let deadline = options.duration.map { monotonicSeconds() + $0 }
 var status: Int32 = 0
 while true {
     var second = timespec(tv_sec: 1, tv_nsec: 0)
     if sigtimedwait(&endSignals, nil, &second) > 0 { break }
     if state.withLock({ $0.writeError != nil }) { break }
-    if let deadline, now() >= deadline { break }
+    if let deadline, monotonicSeconds() >= deadline { break }
     let s = subscriber.state
     if let failure = s.failure {
         say("motion-collect: \(failure)")
@@ -98,7 +92,7 @@ while true {
         break
     }
     if showTable {
-        let t = now()
+        let t = monotonicSeconds()
         let table = "\u{1B}[H\u{1B}[2J" + "motion-collect \(options.broker)  \(s.connected ? "connected" : (s.lastError ?? "connecting"))\n"
             + state.withLock { $0.collector.table(now: t) }
         say(table)

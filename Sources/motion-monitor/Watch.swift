@@ -66,7 +66,7 @@ enum Watch {
                 announced = true
                 io.error("\(MonitorOptions.commandName): waiting for \(options.kinds.map { "a \($0)" }.joined(separator: " or ")) (none is there yet).")
             }
-            let (signal, _) = waitForSignalAndSender(in: &signals, seconds: 0.5)
+            let (signal, _) = waitForSignal(in: &signals, seconds: 0.5)
             if signal == SIGINT || signal == SIGTERM || signal == SIGHUP { return io.end(ExitStatus.success) }
             manager.rediscover()
         }
@@ -155,7 +155,7 @@ enum Watch {
                 timeout = min(timeout, 0.5)
                 replug(manager: manager, options: options, session: session)
             }
-            let (signal, sender) = waitForSignalAndSender(in: &signals, seconds: timeout)
+            let (signal, sender) = waitForSignal(in: &signals, seconds: timeout)
             switch signal {
             case SIGHUP where options.sighupReopens:
                 // logrotate moved the file away: rows so far are in it, the next batch goes to the new one.
@@ -213,7 +213,7 @@ enum Watch {
             pthread_kill(main, WatchSession.wakeSignal)
         }
         while true {
-            let (signal, sender) = waitForSignalAndSender(in: &signals, seconds: 60)
+            let (signal, sender) = waitForSignal(in: &signals, seconds: 60)
             if let status = result.withLock({ $0 }) { return status }
             if signal == SIGINT || signal == SIGTERM || signal == SIGHUP {
                 if let first, first.sender != sender, monotonicSeconds() - first.time < 0.5 { continue }
@@ -374,14 +374,9 @@ enum Watch {
         }
     }
 
-    /// Waits up to `seconds` for one of `signals` (blocked); returns it, or 0 on timeout.
-    private static func waitForSignal(in signals: inout sigset_t, seconds: Double) -> Int32 {
-        waitForSignalAndSender(in: &signals, seconds: seconds).signal
-    }
-
     /// Waits up to `seconds` for one of `signals` (blocked); returns it and who sent it (0 for
     /// the kernel: a terminal's Ctrl-C), or 0 on timeout.
-    private static func waitForSignalAndSender(in signals: inout sigset_t, seconds: Double) -> (signal: Int32, sender: pid_t) {
+    private static func waitForSignal(in signals: inout sigset_t, seconds: Double) -> (signal: Int32, sender: pid_t) {
         let s = max(0, seconds)
         var timeout = timespec(tv_sec: Int(s), tv_nsec: Int((s - s.rounded(.down)) * 1e9))
         var info = siginfo_t()

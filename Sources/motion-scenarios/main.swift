@@ -12,68 +12,14 @@
 //   motion-scenarios device-motion-sharing           device motion and the accelerometer's own updates side by side
 //   motion-scenarios bench-motion-age SECONDS INTERVAL  device motion's delivered estimate against the newest sample
 //   motion-scenarios release [capture-thread]       a manager released while it streams; a new one streams the device at once
+//
+// Over 500 lines: one `switch` over the scenarios, each a few dozen lines run as a script with
+// the one manager of this process; the helpers they share are in Support.swift.
 import Dispatch
 @preconcurrency import Glibc
 import IIOMotion
 import SystemSupport
 import Synchronization
-
-func now() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
-}
-
-func emit(_ fields: [(String, String)]) {
-    print("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
-    fflush(nil)
-}
-
-/// Open descriptors, threads, and the library's capture threads still running, of this process.
-/// Capture threads are counted by the library, not by name: a thread started by a capture thread
-/// (Dispatch's workers, with Swift 6.0) carries its name.
-func processCounts() -> (fds: Int, threads: Int, captureThreads: Int) {
-    let fds = entries("/proc/self/fd").map { $0.count - 1 } ?? -1  // less opendir's own
-    let tasks = entries("/proc/self/task") ?? []
-    return (fds, tasks.count, ThreadEntryPoints.runningCaptureThreads)
-}
-
-/// Descriptors of this process open on an IIO device node (`/dev/iio:deviceN`).
-func openDeviceNodes() -> Int {
-    (entries("/proc/self/fd") ?? []).filter { fd in
-        var buf = [CChar](repeating: 0, count: 256)
-        let n = readlink("/proc/self/fd/\(fd)", &buf, buf.count - 1)
-        return n > 0 && String(decoding: buf.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self).contains("iio:device")
-    }.count
-}
-
-/// The names in a directory (not `.` and `..`), or nil when it cannot be read.
-func entries(_ path: String) -> [String]? {
-    guard let dir = opendir(path) else { return nil }
-    defer { closedir(dir) }
-    var names: [String] = []
-    while let e = readdir(dir) {
-        let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        if name != "." && name != ".." { names.append(name) }
-    }
-    return names
-}
-
-/// A file's first line ("" when it cannot be read).
-func firstLine(_ path: String) -> String {
-    guard let f = fopen(path, "r") else { return "" }
-    defer { fclose(f) }
-    var buf = [CChar](repeating: 0, count: 256)
-    guard fgets(&buf, Int32(buf.count), f) != nil else { return "" }
-    return String(decoding: buf.prefix { $0 != 0 && $0 != 10 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-}
-
-func warn(_ s: String) { fputs(s + "\n", stderr) }
-
-func fail(_ message: String) -> Never {
-    warn(message)
-    exit(1)
-}
 
 let args = Array(CommandLine.arguments.dropFirst())
 guard let scenario = args.first else { fail("usage: motion-scenarios SCENARIO ARGS...") }
@@ -82,9 +28,6 @@ func number(_ i: Int, _ def: Double) -> Double { args.count > i ? Double(args[i]
 // MOTION_URI picks the context (e.g. ip:127.0.0.1), MOTION_MODE the preferred mode.
 /// The process environment (no Foundation here: the benchmarks measure start-up too).
 let environment = Environment()
-struct Environment {
-    subscript(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
-}
 // SI for every scenario but the throughput benchmark, which converts to g as most users would (one
 // manager: a second one would discover the sensors again, start-up cost the benchmark counts).
 let manager = MotionManager(uri: environment["MOTION_URI"] ?? "local:", units: scenario == "bench-throughput" ? .coreMotion : .si)
@@ -118,7 +61,7 @@ case "capped":
     manager.accelerometerUpdateInterval = interval
     let deliveries = Locked<[(Double, Double)]>([])
     manager.startAccelerometerUpdates { data, _ in
-        if let data { deliveries.withLock { $0.append((now(), data.timestamp)) } }
+        if let data { deliveries.withLock { $0.append((monotonicSeconds(), data.timestamp)) } }
     }
     let rate = manager.samplingFrequency(of: .accelerometer) ?? 0
     usleep(UInt32(seconds * 1e6))
@@ -137,8 +80,8 @@ case "pull":
     DispatchQueue.global().async {
         var reads = 0, distinct = 0, bad = 0, backwards = 0
         var last = -1.0
-        let end = now() + seconds
-        while now() < end {
+        let end = monotonicSeconds() + seconds
+        while monotonicSeconds() < end {
             guard let d = manager.accelerometerData else { continue }
             reads += 1
             if d.timestamp != last {
@@ -177,9 +120,9 @@ case "start-stop":
     cycle()
     usleep(200_000)
     let before = processCounts()
-    let t0 = now()
+    let t0 = monotonicSeconds()
     for _ in 1..<count { cycle() }
-    let seconds = now() - t0
+    let seconds = monotonicSeconds() - t0
     // Dispatch's worker threads linger a little after their last job; ours must be gone at once.
     var after = processCounts()
     for _ in 0..<50 where after.threads > before.threads {
@@ -213,10 +156,10 @@ case "blocking-handler":
         }
     }
     manager.startGyroUpdates { d, _ in if d != nil { gyroCalls.add(1, ordering: .relaxed) } }
-    let t0 = now()
+    let t0 = monotonicSeconds()
     var maxAge = 0.0
-    while now() - t0 < 2.5 {
-        if let a = manager.accelerometerData, now() - t0 > 0.3 { maxAge = max(maxAge, now() - a.timestamp) }
+    while monotonicSeconds() - t0 < 2.5 {
+        if let a = manager.accelerometerData, monotonicSeconds() - t0 > 0.3 { maxAge = max(maxAge, monotonicSeconds() - a.timestamp) }
         usleep(5000)
     }
     let stats = manager.updateStatistics(of: .accelerometer)
@@ -229,24 +172,24 @@ case "blocking-handler":
           ("gyroSamples", "\(gyroStats.samples)"), ("maxPullAge", "\(maxAge)")])
 case "failure":
     let seconds = number(1, 5)
-    let t0 = now()
+    let t0 = monotonicSeconds()
     let got = Locked<(Double, String)?>(nil)
     let sem = DispatchSemaphore(value: 0)
     manager.accelerometerUpdateInterval = 0.05
     if args.count > 2 && args[2] == "capture-thread" {
         manager.startAccelerometerBatches(on: .captureThread) { _, e in
-            if let e { got.withLock { $0 = (now() - t0, "\(e)") }; sem.signal() }
+            if let e { got.withLock { $0 = (monotonicSeconds() - t0, "\(e)") }; sem.signal() }
         }
     } else {
         manager.startAccelerometerUpdates { _, e in
-            if let e { got.withLock { $0 = (now() - t0, "\(e)") }; sem.signal() }
+            if let e { got.withLock { $0 = (monotonicSeconds() - t0, "\(e)") }; sem.signal() }
         }
     }
     let r = sem.wait(timeout: .now() + seconds)
-    let stop0 = now()
+    let stop0 = monotonicSeconds()
     manager.stopAllUpdates()
     let g = got.withLock { $0 }
-    emit([("error", r == .success ? "true" : "false"), ("after", "\(g?.0 ?? -1)"), ("stopSeconds", "\(now() - stop0)"),
+    emit([("error", r == .success ? "true" : "false"), ("after", "\(g?.0 ?? -1)"), ("stopSeconds", "\(monotonicSeconds() - stop0)"),
           ("message", g.map { "\"\(String($0.1.map { $0 == "\"" ? "'" : $0 }))\"" } ?? "null")])
 case "capture-thread":
     // Batches on the capture thread: every sample, on the thread named after the device. Then the
@@ -264,7 +207,7 @@ case "capture-thread":
     let seen = Locked(Seen())
     let stoppedSignal = DispatchSemaphore(value: 0)
     let before = processCounts()
-    let stopAt = now() + seconds
+    let stopAt = monotonicSeconds() + seconds
     manager.startAccelerometerBatches(on: .captureThread) { batch, _ in
         guard let batch else { return }
         let name = firstLine("/proc/thread-self/comm")
@@ -272,12 +215,12 @@ case "capture-thread":
             if s.stopped { s.accelAfterStop += batch.count; return false }
             s.accel += batch.map(\.timestamp)
             s.threads.insert(name)
-            return now() >= stopAt
+            return monotonicSeconds() >= stopAt
         }
         guard stopNow else { return }
-        let t = now()
+        let t = monotonicSeconds()
         manager.stopAccelerometerUpdates()
-        seen.withLock { $0.stopped = true; $0.stopSeconds = now() - t }
+        seen.withLock { $0.stopped = true; $0.stopSeconds = monotonicSeconds() - t }
         stoppedSignal.signal()
     }
     let restarted = DispatchSemaphore(value: 0)
@@ -292,9 +235,9 @@ case "capture-thread":
         }
         guard restart else { return }
         // Starting from a capture-thread handler (this device's capture restarts) must not block.
-        let t = now()
+        let t = monotonicSeconds()
         do { try manager.startAccelerometerUpdates() } catch { warn("start from the handler: \(error)") }
-        seen.withLock { $0.restartSeconds = now() - t }
+        seen.withLock { $0.restartSeconds = monotonicSeconds() - t }
         restarted.signal()
     }
     let rate = manager.samplingFrequency(of: .accelerometer) ?? 0
@@ -381,7 +324,7 @@ case "bench-throughput":
     // One queue for both handlers, as a logger handling both sensors would have: with each sensor
     // on its own default queue, every refill wakes two threads instead of one.
     let delivery: HandlerDelivery = onQueue ? .queue(DispatchQueue(label: "bench handlers")) : .captureThread
-    let t0 = now()
+    let t0 = monotonicSeconds()
     manager.startAccelerometerBatches(on: delivery) { batch, _ in
         guard let batch else { return }
         var s = 0.0
@@ -396,7 +339,7 @@ case "bench-throughput":
         sums.withLock { $0.sum += s }
     }
     _ = done.wait(timeout: .now() + 120)
-    let t1 = now()
+    let t1 = monotonicSeconds()
     manager.stopAllUpdates()
     let r = sums.withLock { $0 }
     emit([("scans", "\(r.n)"), ("seconds", "\(t1 - t0)"), ("checksum", "\(r.sum.isFinite)")])
@@ -439,9 +382,9 @@ case "bench-latency":
     do { try manager.startAccelerometerUpdates() } catch { fail("\(error)") }
     while manager.accelerometerData == nil { usleep(1000) }
     var ages: [Double] = []
-    let end = now() + seconds
-    while now() < end {
-        if let d = manager.accelerometerData { ages.append(now() - d.timestamp) }
+    let end = monotonicSeconds() + seconds
+    while monotonicSeconds() < end {
+        if let d = manager.accelerometerData { ages.append(monotonicSeconds() - d.timestamp) }
         usleep(1000)
     }
     let rate = manager.samplingFrequency(of: .accelerometer) ?? 0
@@ -499,7 +442,7 @@ case "bench-motion-age":
     let handlerQueue = DispatchQueue(label: "bench-motion-age")
     manager.startDeviceMotionUpdates(to: handlerQueue) { m, _ in
         guard let m else { return }
-        let t = now()
+        let t = monotonicSeconds()
         let newest = max(manager.accelerometerData?.timestamp ?? 0, manager.gyroData?.timestamp ?? 0)
         seen.withLock { $0.ages.append(newest - m.timestamp); $0.calls.append(t) }
     }

@@ -121,14 +121,13 @@ if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "-
             }
         }
         let repeats = commandLine.count > 3 ? Int(commandLine[3]) ?? 20 : 20
-        func now() -> Double { var ts = timespec(); clock_gettime(CLOCK_MONOTONIC, &ts); return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9 }
-        let six = FusionEntryPoints.cost(times: times, gyro: gyro, accel: accel, field: nil, repeats: repeats, clock: now)
+        let six = FusionEntryPoints.cost(times: times, gyro: gyro, accel: accel, field: nil, repeats: repeats, clock: monotonicSeconds)
         let hasField = samples.contains { $0.sensor == 2 }
-        let nine = hasField ? FusionEntryPoints.cost(times: times, gyro: gyro, accel: accel, field: field, repeats: repeats, clock: now) : nil
+        let nine = hasField ? FusionEntryPoints.cost(times: times, gyro: gyro, accel: accel, field: field, repeats: repeats, clock: monotonicSeconds) : nil
         // The whole of device motion (aligner, merge, calibration feed, filter): per gyroscope
         // sample, and the longest single call (a calibration refit runs inside one).
-        let whole6 = FusionEntryPoints.fusionCost(samples, frame: .xArbitraryZVertical, repeats: max(1, repeats / 4), clock: now)
-        let whole9 = hasField ? FusionEntryPoints.fusionCost(samples, frame: .xMagneticNorthZVertical, repeats: max(1, repeats / 4), clock: now) : nil
+        let whole6 = FusionEntryPoints.fusionCost(samples, frame: .xArbitraryZVertical, repeats: max(1, repeats / 4), clock: monotonicSeconds)
+        let whole9 = hasField ? FusionEntryPoints.fusionCost(samples, frame: .xMagneticNorthZVertical, repeats: max(1, repeats / 4), clock: monotonicSeconds) : nil
         emit([("updates", "\(times.count)"), ("ns6", "\(six.nanoseconds)"), ("ns9", "\(nine?.nanoseconds ?? -1)"),
               ("fusionNs6", "\(whole6.nanoseconds)"), ("fusionNs9", "\(whole9?.nanoseconds ?? -1)"),
               ("longestCallNs6", "\(whole6.longestCall)"), ("longestCallNs9", "\(whole9?.longestCall ?? -1)"),

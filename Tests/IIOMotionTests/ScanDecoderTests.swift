@@ -213,9 +213,9 @@ struct ScanDecoderTests {
         for l in Self.layouts {
             for units in [MotionUnits.coreMotion, .si] {
                 let (d, step) = decoder(l, units: units, kinds: [.gyroscope, .accelerometer, .magnetometer], clockOffset: 0)
-                #expect(d.folded.allSatisfy { ($0.lone != nil) == (l.m.0.magnitude != 0.36) }, "\(l.name)")
+                #expect(d.folded.allSatisfy { ($0.direct != nil) == (l.m.0.magnitude != 0.36) }, "\(l.name)")
                 var full = d
-                for i in full.folded.indices { full.folded[i].lone = nil }
+                for i in full.folded.indices { full.folded[i].direct = nil }
                 let scans = 500
                 let bytes = randomScans(scans, size: step, rng: &rng)
                 bytes.withUnsafeBytes { raw in

@@ -16,8 +16,8 @@
 ///
 /// The two agree on every raw value bit for bit; converted values agree bit for bit where the
 /// folded factors are exact (SI, rad/s, mount matrices of 0 and ±1), else within a few units in
-/// the last place (g: the old path divided by 9.80665 after the matrix, the folded one multiplies
-/// by `−scale / 9.80665` inside it). A zero reads `+0`, never `−0`.
+/// the last place (g: the reference's values are divided by 9.80665 after the matrix, the folded
+/// path multiplies by `−scale / 9.80665` inside it). A zero reads `+0`, never `−0`.
 struct ScanDecoder {
     struct Element {
         var offset: Int
@@ -93,7 +93,7 @@ struct ScanDecoder {
 
     /// A sensor's whole conversion to public units in one step: `out = F · (raw + offset) + 0`,
     /// where `F[i][j] = M[i][j] · scale[j] · unit` (`unit`: −1/9.80665 for acceleration in g,
-    /// 100 for Gauss to µT, else 1). The `+ 0` turns `−0` into `0`, as the old `0 − v` did.
+    /// 100 for Gauss to µT, else 1). The `+ 0` turns `−0` into `0`.
     struct Folded {
         var kind: SensorKind
         var axes: (Element, Element, Element)
@@ -104,7 +104,7 @@ struct ScanDecoder {
         /// When each row of `f` has a single non-zero factor (the mount matrix only swaps axes and
         /// flips signs, as nearly all do): output `i` is `factor.i · (raw(axes.i) + offset.i) + 0`,
         /// three products instead of nine, and the same bits (the other terms are exact zeros).
-        var lone: (axes: (Element, Element, Element), offset: (Double, Double, Double), factor: (Double, Double, Double))?
+        var direct: (axes: (Element, Element, Element), offset: (Double, Double, Double), factor: (Double, Double, Double))?
 
         init(_ s: Sensor, units: MotionUnits) {
             kind = s.kind
@@ -131,7 +131,7 @@ struct ScanDecoder {
             }
             if columns.count == 3 {
                 let (a, b, c) = (columns[0], columns[1], columns[2])
-                lone = ((elements[a], elements[b], elements[c]), (offsets[a], offsets[b], offsets[c]),
+                direct = ((elements[a], elements[b], elements[c]), (offsets[a], offsets[b], offsets[c]),
                         (rows[0][a], rows[1][b], rows[2][c]))
             }
         }
@@ -242,9 +242,9 @@ struct ScanDecoder {
             timestamps(start, step: step, count: scans, dating: (readTime, period, scans - 1), into: times)
             for i in folded.indices {
                 switch folded[i].kind {
-                case .accelerometer: Self.refill(&spare.accelerometer, count: scans) { fill(i, start, step: step, count: scans, times: times, into: $0) }
-                case .gyroscope: Self.refill(&spare.gyroscope, count: scans) { fill(i, start, step: step, count: scans, times: times, into: $0) }
-                case .magnetometer: Self.refill(&spare.magnetometer, count: scans) { fill(i, start, step: step, count: scans, times: times, into: $0) }
+                case .accelerometer: Self.overwrite(&spare.accelerometer, count: scans) { fill(i, start, step: step, count: scans, times: times, into: $0) }
+                case .gyroscope: Self.overwrite(&spare.gyroscope, count: scans) { fill(i, start, step: step, count: scans, times: times, into: $0) }
+                case .magnetometer: Self.overwrite(&spare.magnetometer, count: scans) { fill(i, start, step: step, count: scans, times: times, into: $0) }
                 }
             }
         }
@@ -282,7 +282,7 @@ struct ScanDecoder {
     /// the handler's thread, and glibc gives such memory back to the kernel and faults it in
     /// again, page by page.
     @inline(__always)
-    static func refill<T: DecodedSample>(_ samples: inout [T], count: Int, _ body: (UnsafeMutablePointer<T>) -> Void) {
+    static func overwrite<T: DecodedSample>(_ samples: inout [T], count: Int, _ body: (UnsafeMutablePointer<T>) -> Void) {
         if samples.capacity < count || samples.capacity > 2 * count {
             samples = []  // too small, or far bigger than refills are now: sized afresh below
         } else {
@@ -336,12 +336,12 @@ struct ScanDecoder {
     func fill<T: DecodedSample>(_ index: Int, _ start: UnsafeRawPointer, step: Int, count: Int,
                                 times: UnsafePointer<Double>, into out: UnsafeMutablePointer<T>) {
         let s = folded[index]
-        if let lone = s.lone {
+        if let direct = s.direct {
             switch s.form {
-            case .le16: Self.fill(LE16Reader.self, lone, start, step: step, count: count, times: times, into: out)
-            case .le32: Self.fill(LE32Reader.self, lone, start, step: step, count: count, times: times, into: out)
-            case .be16: Self.fill(BE16Reader.self, lone, start, step: step, count: count, times: times, into: out)
-            case .le64, .general: Self.fill(GeneralReader.self, lone, start, step: step, count: count, times: times, into: out)
+            case .le16: Self.fill(LE16Reader.self, direct, start, step: step, count: count, times: times, into: out)
+            case .le32: Self.fill(LE32Reader.self, direct, start, step: step, count: count, times: times, into: out)
+            case .be16: Self.fill(BE16Reader.self, direct, start, step: step, count: count, times: times, into: out)
+            case .le64, .general: Self.fill(GeneralReader.self, direct, start, step: step, count: count, times: times, into: out)
             }
             return
         }
@@ -356,12 +356,12 @@ struct ScanDecoder {
     /// The hot loop when each output reads one axis: three reads, adds and products, one store.
     @inline(__always)
     private static func fill<R: ElementReader, T: DecodedSample>(
-        _: R.Type, _ lone: Lone, _ start: UnsafeRawPointer, step: Int, count: Int, times: UnsafePointer<Double>,
+        _: R.Type, _ direct: DirectMap, _ start: UnsafeRawPointer, step: Int, count: Int, times: UnsafePointer<Double>,
         into out: UnsafeMutablePointer<T>
     ) {
-        let rx = R(lone.axes.0), ry = R(lone.axes.1), rz = R(lone.axes.2)
-        let o = lone.offset
-        let f = lone.factor
+        let rx = R(direct.axes.0), ry = R(direct.axes.1), rz = R(direct.axes.2)
+        let o = direct.offset
+        let f = direct.factor
         var scan = start
         for i in 0..<count {
             (out + i).initialize(to: T(timestamp: times[i],
@@ -395,39 +395,39 @@ struct ScanDecoder {
 
     // MARK: One pass for every sensor
 
-    /// A sensor's ``Folded/lone`` mapping.
-    typealias Lone = (axes: (Element, Element, Element), offset: (Double, Double, Double), factor: (Double, Double, Double))
+    /// A sensor's ``Folded/direct`` mapping.
+    typealias DirectMap = (axes: (Element, Element, Element), offset: (Double, Double, Double), factor: (Double, Double, Double))
 
     /// Decodes every sensor of `count` scans from `start` into `spare`'s arrays, and dates them,
     /// in a single pass over the scans: each scan read once, its timestamp converted once, no
     /// scratch array of timestamps written and read back. For the layouts nearly every device
     /// has: one sensor, or an accelerometer and a gyroscope (and a magnetometer), each with a
-    /// ``Folded/lone`` mapping and no offset, all axes of one specialised form, and a `le:s64`
+    /// ``Folded/direct`` mapping and no offset, all axes of one specialised form, and a `le:s64`
     /// timestamp. Returns false, having done nothing, for any other layout (the general path
     /// then runs).
     ///
     /// The arithmetic of ``fill(_:_:step:count:times:into:)`` and ``timestamps(_:step:count:dating:into:)``,
-    /// so the same bits: ``Lane`` leaves out only the add of a zero offset, which changes no
+    /// so the same bits: ``DirectReaders`` leaves out only the add of a zero offset, which changes no
     /// value (`Double(raw)` is never −0, and `+0 + −0` is `+0`).
     func onePass(_ start: UnsafeRawPointer, step: Int, count: Int, into spare: inout CaptureBatch) -> Bool {
         guard let timestamp, timestamp.form == .le64 else { return false }
         var form: Element.Form?
-        var lanes: (a: Lone?, g: Lone?, m: Lone?) = (nil, nil, nil)
+        var maps: (a: DirectMap?, g: DirectMap?, m: DirectMap?) = (nil, nil, nil)
         for s in folded {
-            guard let lone = s.lone, lone.offset == (0, 0, 0), s.form != .general, form == nil || form == s.form else { return false }
+            guard let direct = s.direct, direct.offset == (0, 0, 0), s.form != .general, form == nil || form == s.form else { return false }
             form = s.form
             switch s.kind {
-            case .accelerometer where lanes.a == nil: lanes.a = lone
-            case .gyroscope where lanes.g == nil: lanes.g = lone
-            case .magnetometer where lanes.m == nil: lanes.m = lone
+            case .accelerometer where maps.a == nil: maps.a = direct
+            case .gyroscope where maps.g == nil: maps.g = direct
+            case .magnetometer where maps.m == nil: maps.m = direct
             default: return false  // two sensors of one kind: the general path (the later one's array wins)
             }
         }
         let time = KernelTime(reader: LE64Reader(timestamp), clockOffset: clockOffset)
         switch form {
-        case .le16: return Self.onePass(LE16Reader.self, time, lanes, start, step: step, count: count, into: &spare)
-        case .le32: return Self.onePass(LE32Reader.self, time, lanes, start, step: step, count: count, into: &spare)
-        case .be16: return Self.onePass(BE16Reader.self, time, lanes, start, step: step, count: count, into: &spare)
+        case .le16: return Self.onePass(LE16Reader.self, time, maps, start, step: step, count: count, into: &spare)
+        case .le32: return Self.onePass(LE32Reader.self, time, maps, start, step: step, count: count, into: &spare)
+        case .be16: return Self.onePass(BE16Reader.self, time, maps, start, step: step, count: count, into: &spare)
         case .le64, .general, nil: return false
         }
     }
@@ -435,20 +435,20 @@ struct ScanDecoder {
     /// ``onePass(_:step:count:into:)`` for one reader: a loop per set of sensors, each writing
     /// straight into its arrays.
     private static func onePass<R: ElementReader>(
-        _: R.Type, _ time: KernelTime, _ lones: (a: Lone?, g: Lone?, m: Lone?), _ start: UnsafeRawPointer, step: Int,
+        _: R.Type, _ time: KernelTime, _ maps: (a: DirectMap?, g: DirectMap?, m: DirectMap?), _ start: UnsafeRawPointer, step: Int,
         count: Int, into spare: inout CaptureBatch
     ) -> Bool {
-        let lanes = (a: lones.a.map { Lane<R>($0) }, g: lones.g.map { Lane<R>($0) }, m: lones.m.map { Lane<R>($0) })
-        switch lanes {
+        let readers = (a: maps.a.map { DirectReaders<R>($0) }, g: maps.g.map { DirectReaders<R>($0) }, m: maps.m.map { DirectReaders<R>($0) })
+        switch readers {
         case let (la?, nil, nil):
-            refill(&spare.accelerometer, count: count) { pass(la, time, start, step: step, count: count, into: $0) }
+            overwrite(&spare.accelerometer, count: count) { pass(la, time, start, step: step, count: count, into: $0) }
         case let (nil, lg?, nil):
-            refill(&spare.gyroscope, count: count) { pass(lg, time, start, step: step, count: count, into: $0) }
+            overwrite(&spare.gyroscope, count: count) { pass(lg, time, start, step: step, count: count, into: $0) }
         case let (nil, nil, lm?):
-            refill(&spare.magnetometer, count: count) { pass(lm, time, start, step: step, count: count, into: $0) }
+            overwrite(&spare.magnetometer, count: count) { pass(lm, time, start, step: step, count: count, into: $0) }
         case let (la?, lg?, lm):
             // Out of `spare` while they are refilled, so that each closure below holds one array
-            // (and `refill` finds it uniquely held when no consumer holds it).
+            // (and `overwrite` finds it uniquely held when no consumer holds it).
             var a: [AccelerometerData] = [], g: [GyroData] = [], m: [MagnetometerData] = []
             swap(&a, &spare.accelerometer)
             swap(&g, &spare.gyroscope)
@@ -458,10 +458,10 @@ struct ScanDecoder {
                 swap(&g, &spare.gyroscope)
                 swap(&m, &spare.magnetometer)
             }
-            refill(&a, count: count) { pa in
-                refill(&g, count: count) { pg in
+            overwrite(&a, count: count) { pa in
+                overwrite(&g, count: count) { pg in
                     if let lm {
-                        refill(&m, count: count) { pass(la, lg, lm, time, start, step: step, count: count, into: pa, pg, $0) }
+                        overwrite(&m, count: count) { pass(la, lg, lm, time, start, step: step, count: count, into: pa, pg, $0) }
                     } else {
                         pass(la, lg, time, start, step: step, count: count, into: pa, pg)
                     }
@@ -475,7 +475,7 @@ struct ScanDecoder {
 
     /// One sensor's samples of `count` scans.
     @inline(__always)
-    private static func pass<R, T: DecodedSample>(_ a: Lane<R>, _ time: KernelTime, _ start: UnsafeRawPointer, step: Int,
+    private static func pass<R, T: DecodedSample>(_ a: DirectReaders<R>, _ time: KernelTime, _ start: UnsafeRawPointer, step: Int,
                                                   count: Int, into pa: UnsafeMutablePointer<T>) {
         var scan = start
         for i in 0..<count {
@@ -487,7 +487,7 @@ struct ScanDecoder {
     /// Two sensors' samples of `count` scans.
     @inline(__always)
     private static func pass<R, T: DecodedSample, U: DecodedSample>(
-        _ a: Lane<R>, _ b: Lane<R>, _ time: KernelTime, _ start: UnsafeRawPointer, step: Int, count: Int,
+        _ a: DirectReaders<R>, _ b: DirectReaders<R>, _ time: KernelTime, _ start: UnsafeRawPointer, step: Int, count: Int,
         into pa: UnsafeMutablePointer<T>, _ pb: UnsafeMutablePointer<U>
     ) {
         var scan = start
@@ -502,7 +502,7 @@ struct ScanDecoder {
     /// Three sensors' samples of `count` scans.
     @inline(__always)
     private static func pass<R, T: DecodedSample, U: DecodedSample, V: DecodedSample>(
-        _ a: Lane<R>, _ b: Lane<R>, _ c: Lane<R>, _ time: KernelTime, _ start: UnsafeRawPointer, step: Int, count: Int,
+        _ a: DirectReaders<R>, _ b: DirectReaders<R>, _ c: DirectReaders<R>, _ time: KernelTime, _ start: UnsafeRawPointer, step: Int, count: Int,
         into pa: UnsafeMutablePointer<T>, _ pb: UnsafeMutablePointer<U>, _ pc: UnsafeMutablePointer<V>
     ) {
         var scan = start
@@ -516,15 +516,15 @@ struct ScanDecoder {
     }
 }
 
-/// A ``ScanDecoder/Lone`` mapping without offsets, with its readers: output `i` is
+/// A ``ScanDecoder/DirectMap`` mapping without offsets, with its readers: output `i` is
 /// `factor.i · raw(axes.i) + 0` (the `+ 0` turns `−0` into `0`).
-struct Lane<R: ElementReader> {
+struct DirectReaders<R: ElementReader> {
     let x: R, y: R, z: R
     let factor: (Double, Double, Double)
 
-    init(_ lone: ScanDecoder.Lone) {
-        (x, y, z) = (R(lone.axes.0), R(lone.axes.1), R(lone.axes.2))
-        factor = lone.factor
+    init(_ direct: ScanDecoder.DirectMap) {
+        (x, y, z) = (R(direct.axes.0), R(direct.axes.1), R(direct.axes.2))
+        factor = direct.factor
     }
 
     @inline(__always)

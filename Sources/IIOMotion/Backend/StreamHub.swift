@@ -84,8 +84,8 @@ final class StreamHub: Sendable {
         /// release of the manager): async sequences finish. Runs on `queue`, after what was
         /// already dispatched there.
         var ended: (queue: DispatchQueue, run: @Sendable () -> Void)?
-        /// Sample time from which the next coalesced delivery is due.
-        var nextDue: Double = -.infinity
+        /// When the next coalesced delivery is due, in sample time.
+        var schedule = CoalescingSchedule()
         /// A coalesced consumer's one pending sample (a handler that falls behind gets the newest).
         let mailbox = Mailbox<CapturedSample>()
     }
@@ -424,79 +424,6 @@ final class StreamHub: Sendable {
         return failures
     }
 
-    // MARK: Delivery (capture threads)
-
-    /// Hands a batch to everyone who wants it. Called on a capture thread; allocates per batch
-    /// (the job list, when there are push consumers), never per sample. Jobs of consumers served
-    /// on the capture thread run here, last, with no lock held.
-    func deliver(_ batch: CaptureBatch) {
-        guard !batch.isEmpty else { return }
-        let newest = batch.newest
-        latest.withLock { l in
-            for kind in SensorKind.allCases { if let n = newest[kind] { l.samples[kind] = n } }
-        }
-        var jobs: [(DispatchQueue, @Sendable () -> Void)] = []
-        var here: [@Sendable () -> Void] = []
-        state.withLock { s in
-            for kind in SensorKind.allCases {
-                guard let n = batch.newest(kind), var sensor = s.sensors[kind] else { continue }
-                let count = batch.count(kind)
-                sensor.statistics.samples += count
-                for (id, var c) in sensor.consumers {
-                    switch c.delivery {
-                    case let .coalesced(handler, queue):
-                        // One delivery per interval of *sample* time, on a schedule: a wake-up
-                        // period that does not divide the interval (80 ms refills for a 100 ms
-                        // interval) still gives one delivery per interval on average, and a stall
-                        // does not cause a burst afterwards.
-                        if n.timestamp >= c.nextDue - 1e-6 {
-                            c.nextDue = n.timestamp - c.nextDue > sensor.interval ? n.timestamp + sensor.interval : c.nextDue + sensor.interval
-                            sensor.statistics.coalesced += count - 1
-                            let mailbox = c.mailbox
-                            if mailbox.put(n) {
-                                sensor.statistics.delivered += 1
-                                let job: @Sendable () -> Void = { if let s = mailbox.take() { handler(s, nil) } }
-                                if let queue { jobs.append((queue, job)) } else { here.append(job) }
-                            } else {
-                                // The handler has not taken the previous one yet: it gets this instead.
-                                sensor.statistics.coalesced += 1
-                            }
-                        } else {
-                            sensor.statistics.coalesced += count
-                        }
-                        sensor.consumers[id] = c
-                    case let .batched(make, _, queue):
-                        let job: @Sendable () -> Void
-                        if let backlog = c.backlog {
-                            if !backlog.reserve(count, limit: s.batchBacklogLimit) {
-                                sensor.statistics.dropped += count  // the handler is too far behind
-                                break
-                            }
-                            let handle = make(batch)
-                            if backlog.releasedByJob {
-                                job = {
-                                    handle()
-                                    backlog.release(count)
-                                }
-                            } else {
-                                job = handle
-                            }
-                        } else {
-                            job = make(batch)
-                        }
-                        // On this thread, after the lock is released, or on the consumer's queue.
-                        if let queue { jobs.append((queue, job)) } else { here.append(job) }
-                    case .pull:
-                        break
-                    }
-                }
-                s.sensors[kind] = sensor
-            }
-        }
-        Self.dispatch(jobs)
-        for job in here { job() }
-    }
-
     /// Sensors of a capture failed: they stop and their consumers hear why; the others go on.
     /// When the capture itself `ended`, it is removed and joined (on ``control``). A report from a
     /// capture that has been replaced meanwhile is ignored.
@@ -541,30 +468,6 @@ final class StreamHub: Sendable {
     }
 }
 
-/// The sample waiting for a coalesced handler, and whether a job to deliver it is queued: at most
-/// one job per consumer is ever queued, so a blocked handler costs no memory.
-final class Mailbox<Value: Sendable>: Sendable {
-    private let slot = Locked<(value: Value?, scheduled: Bool)>((nil, false))
-
-    /// Leaves `value` for the handler; true when a job must be queued to deliver it, false when
-    /// the queued job will deliver it instead of an older value (which is coalesced).
-    func put(_ value: Value) -> Bool {
-        slot.withLock { s in
-            s.value = value
-            defer { s.scheduled = true }
-            return !s.scheduled
-        }
-    }
-
-    /// The value to deliver now (the queued job calls this).
-    func take() -> Value? {
-        slot.withLock { s in
-            defer { s = (nil, false) }
-            return s.value
-        }
-    }
-}
-
 extension StreamHub {
     /// Whether the calling thread is a capture thread (running a handler delivered there).
     static var onCaptureThread: Bool { iioshim_is_capture_thread() != 0 }
@@ -600,45 +503,3 @@ extension StreamHub {
         }
     }
 }
-
-/// One value per sensor kind, stored inline (no allocation), read and written by kind: the one
-/// encoding of per-kind state in the streaming core.
-struct PerSensor<Value> {
-    var accelerometer: Value
-    var gyroscope: Value
-    var magnetometer: Value
-
-    /// The same value for every kind.
-    init(repeating value: Value) {
-        accelerometer = value
-        gyroscope = value
-        magnetometer = value
-    }
-
-    /// A value made for each kind.
-    init(_ make: (SensorKind) -> Value) {
-        accelerometer = make(.accelerometer)
-        gyroscope = make(.gyroscope)
-        magnetometer = make(.magnetometer)
-    }
-
-    subscript(kind: SensorKind) -> Value {
-        get {
-            switch kind {
-            case .accelerometer: accelerometer
-            case .gyroscope: gyroscope
-            case .magnetometer: magnetometer
-            }
-        }
-        set {
-            switch kind {
-            case .accelerometer: accelerometer = newValue
-            case .gyroscope: gyroscope = newValue
-            case .magnetometer: magnetometer = newValue
-            }
-        }
-    }
-}
-
-extension PerSensor: Sendable where Value: Sendable {}
-extension PerSensor: Equatable where Value: Equatable {}

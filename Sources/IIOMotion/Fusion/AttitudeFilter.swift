@@ -1,3 +1,7 @@
+// Over 500 lines: the filter is one value whose private state (the tilt loop's filters, the bias
+// Kalman filter's covariance, the rest detector, the heading's reference and disturbance timers)
+// every step reads and writes; kept in one file so that this state stays private to it. The
+// configuration is in AttitudeFilter+Configuration.swift, the low-pass filter in LowPass.swift.
 internal import Glibc
 
 /// The attitude estimator behind ``DeviceMotion``: a pure value (no threads, no I/O, no
@@ -55,80 +59,6 @@ internal import Glibc
 /// `(0, 0, −1)`), rotation in rad/s, field in µT, time in seconds. ``DeviceMotionFusion``
 /// converts from ``MotionUnits/si``.
 package struct AttitudeFilter: Sendable {
-    /// The filter's parameters: time constants, rejection thresholds and the bias filter's noises.
-    /// The defaults are VQF's (Laidig and Seel 2023, Table 1), which its authors chose on
-    /// recordings of another IMU; this project checked them on the BROAD trials
-    /// (`scripts/fusion-broad`) and kept them. The same for every motion.
-    package struct Configuration: Sendable, Hashable {
-        /// Seconds: the time constant of the gravity filter in the almost inertial frame
-        /// (VQF's τ_acc, 3 s).
-        package var accelerometerTimeConstant = 3.0
-        /// Seconds: the time constant of the heading correction (VQF's τ_mag, 9 s).
-        package var magnetometerTimeConstant = 9.0
-        /// rad/s: the bias's initial standard deviation (VQF's σ_bias,init, 0.5 °/s).
-        package var initialBiasDeviation = 0.5 * Double.pi / 180
-        /// Seconds over which an unmeasured bias's uncertainty returns to its initial value
-        /// (VQF's t_b,forget, 100 s).
-        package var biasForgettingTime = 100.0
-        /// rad/s: the noise of a bias measurement in motion (VQF's σ_motion, 0.1 °/s).
-        package var biasMotionNoise = 0.1 * Double.pi / 180
-        /// How much of a motion measurement's information reaches the bias about the vertical
-        /// (VQF's 0.0001): gravity cannot show it.
-        package var verticalBiasForgettingFactor = 0.0001
-        /// rad/s: the noise of the heading correction's measurement of the bias about the
-        /// vertical (magnetometer frames; infinite: none), taken as the inclination correction's
-        /// (``biasMotionNoise``, in the same form): both are a correction's rate.
-        package var biasHeadingNoise = 0.1 * Double.pi / 180
-        /// rad/s: the noise of a bias measurement at rest (VQF's σ_rest, 0.03 °/s).
-        package var biasRestNoise = 0.03 * Double.pi / 180
-        /// rad/s: the largest bias (and innovation) estimated (VQF's 2 °/s).
-        package var biasLimit = 2 * Double.pi / 180
-        /// Seconds the device must be still before rest is detected (VQF's 1.5 s).
-        package var restMinimumDuration = 1.5
-        /// Seconds: the time constant of the low-pass filters rest is judged against (VQF's 0.5 s).
-        package var restFilterTimeConstant = 0.5
-        /// rad/s: the gyroscope's largest deviation (and filtered rate) at rest (VQF's 2 °/s).
-        package var restGyroThreshold = 2 * Double.pi / 180
-        /// g: the accelerometer's largest deviation at rest (VQF's 0.5 m/s²).
-        package var restAccelerationThreshold = 0.5 / 9.80665
-        /// The field's largest relative change of strength taken as undisturbed (VQF's 0.1).
-        package var magneticStrengthTolerance = 0.1
-        /// Radians: the field's largest change of dip taken as undisturbed (VQF's 10°).
-        package var magneticDipTolerance = 10 * Double.pi / 180
-        /// Seconds a new consistent field (while turning) must last to become the reference
-        /// (VQF's 20 s), and for the first reference (VQF's 5 s).
-        package var newFieldTime = 20.0
-        package var firstFieldTime = 5.0
-        /// Seconds a disturbance is rejected before the field is used again at half gain (VQF's 60 s).
-        package var maximumRejectionTime = 60.0
-        /// Radians: at rest, an estimate whose vertical is further than this from the
-        /// accelerometer's is lost (a gyroscope glitch, a turn beyond its range), and gravity is
-        /// averaged afresh from the accelerometer. At rest the accelerometer measures gravity
-        /// alone, to its bias (0.1 m/s², 0.6°, for a consumer device); the filter otherwise levels
-        /// within its accelerometer time constant.
-        package var recoveryAngle = 5 * Double.pi / 180
-        /// The largest relative departure of the accelerometer's magnitude from 1 g at which a
-        /// lost estimate is re-levelled: a steady horizontal acceleration that tilts it by θ
-        /// lengthens it by 1/cos θ − 1 (2 %: 11°), so that a smooth sustained acceleration seen as
-        /// rest is not taken for gravity.
-        package var recoveryMagnitudeTolerance = 0.02
-        /// Seconds: the longest step integrated; after a longer gap the motion in it is unknown
-        /// and gravity is averaged afresh.
-        package var maximumGap = 0.25
-        /// Seconds without any acceleration after which the filter starts from the gyroscope
-        /// alone, assuming the device face up.
-        package var startWithoutGravityAfter = 0.5
-        /// Seconds after which a magnetometer sample is too old to use.
-        package var magnetometerMaximumAge = 0.5
-        /// The device's own field (hard-iron offset, µT, device frame) to subtract from every
-        /// magnetometer sample, if the application knows it.
-        package var hardIronOffset: MagneticField? = nil
-        /// Without one, whether the magnetometer's calibration learned by ``DeviceMotionFusion``
-        /// is applied once fitted.
-        package var calibratesMagnetometer = true
-
-        package init() {}
-    }
 
     // Fixed parts of VQF's disturbance rejection (Table 1), not worth a parameter each.
     /// Seconds: the time constant of the field's filtered strength and dip.
@@ -662,73 +592,5 @@ package struct AttitudeFilter: Sendable {
             heading: referenceFrame.isNorthReferenced ? DeviceMotion.heading(yaw: attitude.yaw) : -1,
             timestamp: timestamp
         )
-    }
-}
-
-/// A second-order Butterworth low-pass filter of three channels (VQF's, §3.1: cut-off
-/// √2/(2π·τ) for a time constant τ, discretised by the bilinear transform), which until τ has
-/// passed outputs a running mean of its inputs and then starts from that mean in steady state, so
-/// that its first outputs are not pulled towards zero. The mean weighs each sample by the square
-/// of its time since the start (the n-th sample's gain is 3/n): a start disturbed for its first
-/// fifth of a second has 1 % of its weight left after a second, where an even mean keeps 20 %.
-struct LowPass: Sendable {
-    /// The filter's coefficients for one step length (recomputed when it changes by more than 1 %).
-    struct Coefficients: Sendable {
-        var b0 = 0.0, b1 = 0.0, b2 = 0.0, a1 = 0.0, a2 = 0.0
-        private var dt = 0.0, tau = 0.0
-
-        mutating func update(timeConstant: Double, dt: Double) {
-            guard abs(dt - self.dt) > 0.01 * dt || timeConstant != tau else { return }
-            self.dt = dt
-            tau = timeConstant
-            let fc = 2.0.squareRoot() / (2 * .pi * timeConstant)
-            let c = tan(.pi * fc * dt)
-            let d = c * c + 2.0.squareRoot() * c + 1
-            b0 = c * c / d
-            b1 = 2 * b0
-            b2 = b0
-            a1 = 2 * (c * c - 1) / d
-            a2 = (1 - 2.0.squareRoot() * c + c * c) / d
-        }
-    }
-
-    /// The running mean's gain is this over the number of samples.
-    private static let startGain = 3.0
-
-    private var s1 = Vector3.zero, s2 = Vector3.zero
-    /// Averaging: the time and the number of samples so far (time < 0 once running).
-    private var time = 0.0, count = 0.0
-    /// The last output.
-    private(set) var value = Vector3.zero
-
-    /// Filters `x` (`dt` 0: the first sample, which is the output).
-    mutating func filter(_ x: Vector3, _ c: Coefficients, timeConstant: Double, dt: Double) -> Vector3 {
-        if time >= 0 {
-            time += dt
-            count += 1
-            value += min(1, Self.startGain / count) * (x - value)
-            if time >= timeConstant {
-                // Steady state at the mean (direct form II transposed).
-                s1 = (1 - c.b0) * value
-                s2 = (c.b2 - c.a2) * value
-                time = -1
-            }
-            return value
-        }
-        value = c.b0 * x + s1
-        s1 = c.b1 * x - c.a1 * value + s2
-        s2 = c.b2 * x - c.a2 * value
-        return value
-    }
-
-    /// Moves the filter's output, and its state with it, by `d`.
-    mutating func shift(by d: Vector3, _ c: Coefficients) {
-        value += d
-        if time < 0 {
-            // In steady state s1 = (1 − b0)·y and s2 = (b2 − a2)·y: the level's step moves them
-            // so; a transient is kept.
-            s1 += (1 - c.b0) * d
-            s2 += (c.b2 - c.a2) * d
-        }
     }
 }

@@ -3,231 +3,6 @@ import SystemSupport
 @preconcurrency import Glibc // errno, stdout
 import IIOMotion
 
-/// The pinned CSV form of `--csv`. Pure functions: the tests pin them down.
-///
-/// ```
-/// timestamp,sensor,device,x,y,z
-/// 3615.331022000,accelerometer,iio:device0,0.0,-0.0302,-0.9996
-/// ```
-enum CSVFormat {
-    /// The first line of every log (without its newline).
-    static let header = "timestamp,sensor,device,x,y,z"
-
-    /// One row (with its newline): the timestamp in seconds with nine decimals (the kernel's
-    /// nanoseconds, exactly), the sensor, the IIO device id, and x/y/z in the shortest text that
-    /// parses back to the same `Double`.
-    static func row(_ s: some SensorSample, device: String) -> String {
-        var out = CSVBytes(capacity: 256)
-        defer { out.free() }
-        appendRow(s, labels: labels(sensor: type(of: s).sensorKind, device: device), to: &out)
-        return out.string
-    }
-
-    /// `812.999438968`: seconds with exactly nine decimals, computed from whole nanoseconds so no
-    /// binary-to-decimal rounding shows (a kernel timestamp comes back as its nanosecond count).
-    static func timestamp(_ t: Double) -> String {
-        var out = CSVBytes(capacity: 64)
-        defer { out.free() }
-        appendTimestamp(t, to: &out)
-        return out.string
-    }
-
-    /// `,accelerometer,iio:device0,`: the bytes between a row's timestamp and its x.
-    static func labels(sensor: SensorKind, device: String) -> [UInt8] {
-        Array(",\(sensor.rawValue),\(device),".utf8)
-    }
-
-    /// The most bytes one row can take besides its labels: a timestamp or value is at most 24
-    /// characters (`-2.2250738585072014e-308`), plus separators and the newline.
-    static let rowSlack = 4 * 25 + 4
-
-    /// Appends ``row(_:sensor:device:)`` as bytes, without making any `String`.
-    /// - Parameter labels: ``labels(sensor:device:)``.
-    @inline(__always)
-    static func appendRow(_ s: some SensorSample, labels: [UInt8], to out: inout CSVBytes) {
-        out.reserve(labels.count + rowSlack)
-        appendTimestamp(s.timestamp, to: &out)
-        labels.withUnsafeBufferPointer { out.appendUnchecked($0) }
-        let v = s.axes
-        appendValue(v.x, to: &out)
-        out.appendUnchecked(UInt8(ascii: ","))
-        appendValue(v.y, to: &out)
-        out.appendUnchecked(UInt8(ascii: ","))
-        appendValue(v.z, to: &out)
-        out.appendUnchecked(UInt8(ascii: "\n"))
-    }
-
-    /// The shortest round-trip text (`Double.description`, written straight into the buffer), or
-    /// `null` for a value that is not finite (as ``JSONValue/number(text:)``).
-    @inline(__always)
-    static func appendValue(_ d: Double, to out: inout CSVBytes) {
-        if d.isFinite {
-            d.write(to: &out)
-        } else {
-            out.appendASCII("null")
-        }
-    }
-
-    /// Appends ``timestamp(_:)`` as bytes (needs 25 bytes reserved).
-    @inline(__always)
-    static func appendTimestamp(_ t: Double, to out: inout CSVBytes) {
-        guard t.isFinite, abs(t) < 9e9 else {
-            if t.isFinite { t.write(to: &out) } else { out.appendASCII("nan") }
-            return
-        }
-        let ns = Int64((abs(t) * 1e9).rounded())
-        if t < 0 && ns != 0 { out.appendUnchecked(UInt8(ascii: "-")) }
-        out.appendDecimal(UInt64(ns / 1_000_000_000))
-        out.appendUnchecked(UInt8(ascii: "."))
-        out.appendNineDigits(UInt64(ns % 1_000_000_000))
-    }
-}
-
-/// A growable byte buffer that rows are formatted into, one per log, reused batch after batch:
-/// no allocation per row. Manually managed: ``free()`` it once.
-struct CSVBytes: TextOutputStream {
-    private(set) var base: UnsafeMutablePointer<UInt8>
-    private(set) var capacity: Int
-    /// Bytes in use.
-    private(set) var count = 0
-
-    init(capacity: Int) {
-        self.capacity = max(capacity, 64)
-        base = .allocate(capacity: self.capacity)
-    }
-
-    func free() { base.deallocate() }
-
-    /// Forgets the contents, keeping the memory.
-    mutating func removeAll() { count = 0 }
-
-    /// The contents as text (for the tests and `row`).
-    var string: String { String(decoding: bytes, as: UTF8.self) }
-
-    /// The contents.
-    var bytes: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(start: base, count: count) }
-
-    /// Makes room for `n` more bytes: the `Unchecked` appends after this call may write up to `n`.
-    @inline(__always)
-    mutating func reserve(_ n: Int) {
-        if count + n > capacity { grow(count + n) }
-    }
-
-    @inline(never)
-    private mutating func grow(_ needed: Int) {
-        var newCapacity = capacity * 2
-        while newCapacity < needed { newCapacity *= 2 }
-        let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
-        grown.update(from: base, count: count)
-        base.deallocate()
-        base = grown
-        capacity = newCapacity
-    }
-
-    @inline(__always)
-    mutating func appendUnchecked(_ byte: UInt8) {
-        base[count] = byte
-        count += 1
-    }
-
-    @inline(__always)
-    mutating func appendUnchecked(_ b: UnsafeBufferPointer<UInt8>) {
-        guard let from = b.baseAddress else { return }
-        (base + count).update(from: from, count: b.count)
-        count += b.count
-    }
-
-    mutating func appendASCII(_ s: StaticString) {
-        reserve(s.utf8CodeUnitCount)
-        s.withUTF8Buffer { appendUnchecked($0) }
-    }
-
-    /// `n` in decimal, without leading zeros (needs 20 bytes reserved).
-    @inline(__always)
-    mutating func appendDecimal(_ n: UInt64) {
-        var digits = 1
-        var limit: UInt64 = 10
-        while digits < 20 && n >= limit {
-            digits += 1
-            if digits < 20 { limit &*= 10 }
-        }
-        var v = n
-        var i = count + digits - 1
-        repeat {
-            base[i] = UInt8(truncatingIfNeeded: v % 10) &+ UInt8(ascii: "0")
-            v /= 10
-            i -= 1
-        } while i >= count
-        count += digits
-    }
-
-    /// `n` (< 10⁹) in exactly nine digits, zero-padded (needs 9 bytes reserved).
-    @inline(__always)
-    mutating func appendNineDigits(_ n: UInt64) {
-        var v = n
-        var i = count + 8
-        while i >= count {
-            base[i] = UInt8(truncatingIfNeeded: v % 10) &+ UInt8(ascii: "0")
-            v /= 10
-            i -= 1
-        }
-        count += 9
-    }
-
-    // TextOutputStream: how `Double.write(to:)` hands over its digits (as ASCII, without a String).
-    mutating func write(_ string: String) {
-        var s = string
-        s.withUTF8 { u in
-            reserve(u.count)
-            appendUnchecked(u)
-        }
-    }
-
-    mutating func _writeASCII(_ buffer: UnsafeBufferPointer<UInt8>) {
-        reserve(buffer.count)
-        appendUnchecked(buffer)
-    }
-}
-
-/// Counts the samples missing from a stream whose timestamps should be one sampling period
-/// apart: a step of about k periods means k − 1 samples were dropped (by the kernel, whose
-/// buffer was full, or by the device). Steps under 1.5 periods are jitter, not drops.
-struct GapCounter: Equatable, Sendable {
-    /// The sampling period in seconds; nil when the frequency is unknown (then nothing is counted).
-    var period: Double?
-    /// Samples missing so far.
-    private(set) var missing = 0
-    private var last: Double?
-
-    /// - Parameter period: 1 / the sampling frequency in force, or nil.
-    init(period: Double?) {
-        self.period = period.flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
-    }
-
-    /// Learns the period later (a sensor's frequency in force is known once it has started);
-    /// samples from then on are checked.
-    mutating func setPeriod(_ period: Double?) {
-        self.period = period.flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
-    }
-
-    /// Forgets the last timestamp and the period (the stream starts again, maybe at another
-    /// rate: ``setPeriod(_:)`` gives the new one); the samples counted missing so far stay.
-    mutating func restart() {
-        last = nil
-        period = nil
-    }
-
-    /// Accounts for the next sample's timestamp.
-    mutating func add(_ timestamp: Double) {
-        defer { last = timestamp }
-        guard let period, let last else { return }
-        let step = timestamp - last
-        if step > 1.5 * period {
-            missing += Int((step / period).rounded()) - 1
-        }
-    }
-}
-
 /// The `--csv` log: a file (or stdout) that every sample of every sensor is appended to, one
 /// batch per `write(2)`, so what was received is in the kernel's hands within one update
 /// interval and nothing is lost on Ctrl-C, SIGTERM or a crash of this process.
@@ -274,7 +49,6 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     /// file that cannot be cut (stdout, a pipe).
     private var committed: Int64?
     private var rows: [SensorKind: Int] = [:]
-    private var handed: [SensorKind: Int] = [:]
     private var gaps: [SensorKind: GapCounter] = [:]
     /// Why the log stopped, if a write failed.
     private(set) var failure: String?
@@ -402,7 +176,6 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     func append<S: SensorSample>(_ samples: ArraySlice<S>, device: String, period: @autoclosure () -> Double?) -> Bool {
         dispatchPrecondition(condition: .onQueue(queue))
         let kind = S.sensorKind
-        handed[kind, default: 0] += samples.count
         guard failure == nil else { return false }
         // The first batches can arrive before the library has published the frequency in force.
         if gaps[kind]?.period == nil {
@@ -502,12 +275,6 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
     var totalRows: Int {
         dispatchPrecondition(condition: .onQueue(queue))
         return rows.values.reduce(0, +)
-    }
-
-    /// Samples the batched handlers handed to the log, per sensor (written or not).
-    func samplesHanded(_ kind: SensorKind) -> Int {
-        dispatchPrecondition(condition: .onQueue(queue))
-        return handed[kind] ?? 0
     }
 
     /// Samples missing between the rows of a sensor (gaps in its timestamps), or nil when the
@@ -695,4 +462,3 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
         _ = Glibc.close(fd)
     }
 }
-
