@@ -16,7 +16,7 @@ enum BMI160 {
     /// Channels a capture of both sensors enables.
     static let allChannels = [0, 1, 2, 3, 4, 5, 6]
 
-    static func raw(scanFormat: ScanFormat? = s16) -> RawDevice {
+    static func raw(name: String = "bmi160", scanFormat: ScanFormat? = s16) -> RawDevice {
         var channels = ids.enumerated().map { i, id in
             RawChannel(index: i, id: id, kind: i < 3 ? .accel : .anglvel, axis: Axis(rawValue: i % 3), hasRaw: true,
                        rawFile: "in_\(id)_raw", scanIndex: scanFormat == nil ? nil : i, format: scanFormat,
@@ -26,7 +26,7 @@ enum BMI160 {
                                    scanIndex: scanFormat == nil ? nil : 6, format: scanFormat == nil ? nil : s64, unreadableFormat: nil))
         channels.append(RawChannel(index: 7, id: "temp", kind: .other, axis: nil, hasRaw: true, rawFile: "in_temp_raw",
                                    scanIndex: nil, format: nil, unreadableFormat: nil))
-        return RawDevice(index: 0, id: "iio:device0", name: "bmi160", label: nil, isTrigger: false, canBuffer: true, channels: channels)
+        return RawDevice(index: 0, id: "iio:device0", name: name, label: nil, isTrigger: false, canBuffer: true, channels: channels)
     }
 
     /// The device's folder as the driver leaves it after probing.
@@ -57,8 +57,8 @@ enum BMI160 {
         return EmbeddedDevice(raw: raw, state: state)
     }
 
-    static func plan(_ kind: SensorKind) -> SensorPlan {
-        var info = sensor("iio:device0", name: "bmi160", kind: kind)
+    static func plan(_ kind: SensorKind, name: String = "bmi160") -> SensorPlan {
+        var info = sensor("iio:device0", name: name, kind: kind)
         let type = kind == .accelerometer ? "accel" : "anglvel"
         info.scale = AxisValues(all: kind == .accelerometer ? accelScale : gyroScale)
         info.scaleFile = "in_\(type)_scale"
@@ -75,7 +75,7 @@ enum BMI160 {
 
     static func settings(_ kinds: [SensorKind] = [.accelerometer, .gyroscope], interval: Double = 0.01, everySample: Bool = true,
                          preference: SensorMode.Preference = .auto, timeout: Double? = nil, rate: Double? = nil) -> CaptureSettings {
-        CaptureSettings(uri: "embedded:", plans: kinds.map(plan), units: .si, interval: interval, everySample: everySample,
+        CaptureSettings(uri: "embedded:", plans: kinds.map { plan($0) }, units: .si, interval: interval, everySample: everySample,
                         handsOff: false, timely: false, requestedRate: rate, timeout: timeout, preference: preference)
     }
 
@@ -387,10 +387,14 @@ struct CaptureTests {
         #expect(status.samplingFrequency == nil && status.samplesPerWakeup == 1)
     }
 
-    @Test("Through the manager: a triggered device with no trigger at all is polled, and the notice saying what would stream comes once")
-    func managerNoTrigger() throws {
-        let device = BMI160.device(trigger: "", triggers: []) { $0.openError = EINVAL; $0.pollBudget = 20 }
-        let manager = MotionManager(plans: [BMI160.plan(.accelerometer), BMI160.plan(.gyroscope)], units: .coreMotion,
+    @Test("Through the manager: a triggered device with no trigger at all is polled (the kernel refuses its buffer, or it stays silent); the mode and the fallback reason say so, the notice saying what would stream comes once",
+          arguments: [("bmi270", false), ("bma255", true)])
+    func managerNoTrigger(_ name: String, silent: Bool) throws {
+        let device = BMI160.device(trigger: "", triggers: [], raw: BMI160.raw(name: name)) { s in
+            if silent { s.refills = [.stall] } else { s.openError = EINVAL }
+            s.pollBudget = 20
+        }
+        let manager = MotionManager(plans: [BMI160.plan(.accelerometer, name: name), BMI160.plan(.gyroscope, name: name)], units: .coreMotion,
                                     makeCapture: { settings, deliver, fail in
                                         DeviceCapture<EmbeddedDevice>(settings: settings, open: { device }, deliver: deliver, fail: fail)
                                     })
@@ -401,6 +405,8 @@ struct CaptureTests {
         manager.startAccelerometerBatches { batch, _ in samples.withLock { $0 += batch?.count ?? 0 } }
         defer { manager.stopAccelerometerUpdates() }
         #expect(manager.mode(of: .accelerometer) == .polled)
+        #expect(manager.fallbackReason(of: .accelerometer)?.hasPrefix("iio:device0 (\(name)) has no trigger and no data-ready interrupt") == true,
+                "\(manager.fallbackReason(of: .accelerometer) ?? "none")")
         // The notice is delivered off the starting thread; it says why once, however long the sensor runs.
         let end = monotonicSeconds() + 5
         while (samples.withLock({ $0 }) < 5 || notices.withLock({ $0.isEmpty })) && monotonicSeconds() < end { usleep(200) }
