@@ -387,6 +387,26 @@ struct CaptureTests {
         #expect(status.samplingFrequency == nil && status.samplesPerWakeup == 1)
     }
 
+    @Test("Through the manager: polled mode when asked, on a device that could stream: no buffer opened, samples arrive")
+    func managerPolledWhenAsked() throws {
+        let device = BMI160.device { $0.pollBudget = 20 }
+        let manager = MotionManager(plans: [BMI160.plan(.accelerometer), BMI160.plan(.gyroscope)], units: .si,
+                                    makeCapture: { settings, deliver, fail in
+                                        DeviceCapture<EmbeddedDevice>(settings: settings, open: { device }, deliver: deliver, fail: fail)
+                                    })
+        manager.preferredMode = .polled
+        manager.accelerometerUpdateInterval = 0
+        let samples = Locked(0)
+        manager.startAccelerometerBatches { batch, _ in samples.withLock { $0 += batch?.count ?? 0 } }
+        defer { manager.stopAccelerometerUpdates() }
+        #expect(manager.mode(of: .accelerometer) == .polled)
+        #expect(manager.fallbackReason(of: .accelerometer) == nil)
+        let end = monotonicSeconds() + 5
+        while samples.withLock({ $0 }) < 5 && monotonicSeconds() < end { usleep(200) }
+        #expect(samples.withLock { $0 } >= 5)
+        #expect(device.state.withLock { $0.opened.isEmpty }, "no buffer opened")
+    }
+
     @Test("Through the manager: a triggered device with no trigger at all is polled (the kernel refuses its buffer, or it stays silent); the mode and the fallback reason say so, the notice saying what would stream comes once",
           arguments: [("bmi270", false), ("bma255", true)])
     func managerNoTrigger(_ name: String, silent: Bool) throws {

@@ -184,13 +184,8 @@ struct LibraryStreamingTests {
         #expect((f["message"] as? String)?.contains("bmi160") == true, "the message names the device: \(r)")
     }
 
-    @Test("polled mode when asked, and the same data through iiod")
-    func polledAndRemote() throws {
-        let (p, r1) = try scenario("lsm6dsx", ["every-sample", "1"], env: ["MOTION_MODE": "polled"])
-        try #require(r1.status == 0, "\(r1)")
-        #expect(p["mode"] as? String == "polled")
-        #expect(number(p, "samples") >= 5)
-        guard SimHarness.installed("iiod") else { return }
+    @Test("the same data through iiod", .enabled(if: SimHarness.installed("iiod"), "iiod is not installed"))
+    func remote() throws {
         let log = try SimHarness.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: log) }
         let (n, r2) = try scenario("bmi160", ["every-sample", "2"], sim: ["--iiod"], env: ["MOTION_URI": "ip:127.0.0.1"], log: log)

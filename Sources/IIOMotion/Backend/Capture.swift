@@ -16,7 +16,7 @@ struct CapturedSample: Sendable {
 
 /// What a capture needs: the device's sensors to read and how often.
 struct CaptureSettings: Sendable {
-    /// The context URI; the capture opens its own context on it.
+    /// The context URI; the production factory opens the capture's own context on it.
     var uri: String
     /// The sensors to capture, all of one device.
     var plans: [SensorPlan]
