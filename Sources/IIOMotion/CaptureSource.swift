@@ -1,7 +1,7 @@
 /// What ``StreamHub`` runs for one device: a source of sample batches on a thread of its own.
 ///
-/// In production it is ``DeviceCapture`` (libiio's buffer, or polled `raw` files); the unit tests
-/// use a scripted in-memory source, to drive timing, lifecycle, backlog, races and failures
+/// In production it is ``DeviceCapture`` on libiio (its buffer, or polled `raw` files); the unit
+/// tests use a scripted in-memory source, to drive timing, lifecycle, backlog, races and failures
 /// deterministically.
 ///
 /// The contract, which the hub relies on:
@@ -36,8 +36,10 @@ typealias CaptureFactory = @Sendable (
 extension DeviceCapture: CaptureSource {}
 
 extension StreamHub {
-    /// The production factory: libiio captures.
+    /// The production factory: libiio captures, each opening its own context on the settings' URI.
     static let deviceCaptures: CaptureFactory = { settings, deliver, fail in
-        DeviceCapture(settings: settings, deliver: deliver, fail: fail)
+        let uri = settings.uri, id = settings.plans.first?.info.deviceID ?? ""
+        return DeviceCapture<LibIIODevice>(settings: settings, open: { () throws(MotionError) in try LibIIODevice.open(uri: uri, id: id) },
+                                           deliver: deliver, fail: fail)
     }
 }

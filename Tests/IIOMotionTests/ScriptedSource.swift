@@ -98,8 +98,8 @@ final class ScriptedSource: CaptureSource, Sendable {
         state.withLock { $0.started = true }
         return CaptureStatus(mode: device.fallbackReason.withLock { $0 } == nil ? .buffered : .polled,
                              samplingFrequency: device.rate, fallbackReason: device.fallbackReason.withLock { $0 },
-                             samplesPerWakeup: DeviceCapture.samplesPerRefill(rate: device.rate, interval: settings.interval,
-                                                                              everySample: settings.everySample && !settings.timely),
+                             samplesPerWakeup: RefillSizing.samplesPerRefill(rate: device.rate, interval: settings.interval,
+                                                                             everySample: settings.everySample && !settings.timely),
                              timeout: 1)
     }
 

@@ -96,16 +96,6 @@ struct KernelBehaviourTests {
         #expect(snaps.count == 2 && snaps.first == snaps.last, "left as found:\n\(snaps.joined(separator: "\n"))")
     }
 
-    @Test("The library says the same: mode polled and the fallback reason")
-    func libraryMode() throws {
-        let dir = try SimHarness.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let (path, _) = try Self.noInterruptFixture(in: dir, name: "bma255", withoutTrigger: .silent)
-        let r = try SimHarness.run(SimHarness.product("iio-sim"), ["--fixture", path, "--", SimHarness.product("motion-scenarios"), "every-sample", "0.5"])
-        #expect(r.out.contains("\"mode\":\"polled\""), "\(r)")
-        #expect(r.out.contains("\"fallback\":\"iio:device0 (bma255) has no trigger and no data-ready interrupt"), "\(r)")
-    }
-
     @Test("Streaming with the device's trigger: length, watermark, clock and frequencies changed while it runs, all back after a normal end, SIGTERM and an error")
     func leftAsFound() throws {
         let r = try SimHarness.sim(["--fixture", "bmi160"], script: """

@@ -184,13 +184,8 @@ struct LibraryStreamingTests {
         #expect((f["message"] as? String)?.contains("bmi160") == true, "the message names the device: \(r)")
     }
 
-    @Test("polled mode when asked, and the same data through iiod")
-    func polledAndRemote() throws {
-        let (p, r1) = try scenario("lsm6dsx", ["every-sample", "1"], env: ["MOTION_MODE": "polled"])
-        try #require(r1.status == 0, "\(r1)")
-        #expect(p["mode"] as? String == "polled")
-        #expect(number(p, "samples") >= 5)
-        guard SimHarness.installed("iiod") else { return }
+    @Test("the same data through iiod", .enabled(if: SimHarness.installed("iiod"), "iiod is not installed"))
+    func remote() throws {
         let log = try SimHarness.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: log) }
         let (n, r2) = try scenario("bmi160", ["every-sample", "2"], sim: ["--iiod"], env: ["MOTION_URI": "ip:127.0.0.1"], log: log)
@@ -211,32 +206,6 @@ struct LibraryStreamingTests {
         #expect(number(f, "updates") >= 20 && number(f, "samples") >= 20)
         #expect(f["ordered"] as? Bool == true)
         #expect(f["stillActive"] as? Bool == false, "\(r)")
-    }
-
-    @Test("a triggered device with no trigger set gets its own (bmi160-dev0)")
-    func ownTriggerIsSet() throws {
-        let (f, r) = try scenario("bmi160", ["every-sample", "1"], sim: ["--set", "iio:device0/trigger/current_trigger="])
-        try #require(r.status == 0, "\(r)")
-        #expect(f["mode"] as? String == "buffered", "\(r)")
-        #expect(number(f, "samples") > 50)
-    }
-
-    @Test("a triggered device with no trigger at all is polled, and the notice says what would enable streaming")
-    func noTriggerFallsBack() throws {
-        // A BMI270 as its driver registers it: triggered, no trigger of its own.
-        var fixture = try SimHarness.fixture("bmi160")
-        fixture.devices[0].name = "bmi270"
-        fixture.devices[0].currentTrigger = ""
-        fixture.triggers = []
-        let dir = try SimHarness.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let path = dir + "/bmi270.json"
-        try JSONEncoder().encode(fixture).write(to: URL(fileURLWithPath: path))
-        let (f, r) = try scenario(path, ["every-sample", "1"])
-        try #require(r.status == 0, "\(r)")
-        #expect(f["mode"] as? String == "polled", "\(r)")
-        #expect(r.stderr.contains("no trigger and no data-ready interrupt") && r.stderr.contains("iio-trig-hrtimer"), "\(r)")
-        #expect(r.stderr.components(separatedBy: "notice:").count == 2, "announced once: \(r)")
     }
 
     @Test("a manager released while it streams closes its device: a new manager streams it buffered at once",

@@ -16,7 +16,7 @@ struct CapturedSample: Sendable {
 
 /// What a capture needs: the device's sensors to read and how often.
 struct CaptureSettings: Sendable {
-    /// The context URI; the capture opens its own context on it.
+    /// The context URI; the production factory opens the capture's own context on it.
     var uri: String
     /// The sensors to capture, all of one device.
     var plans: [SensorPlan]
@@ -55,13 +55,17 @@ struct CaptureStatus: Sendable {
     var timeout: Double
 }
 
-/// One device's capture: a dedicated thread owns the device's libiio buffer (or polls its `raw`
+/// One device's capture: a dedicated thread owns the device's buffer (or polls its `raw`
 /// files), decodes every scan without allocating per sample, and hands batches to `deliver`.
+///
+/// It runs on any ``DeviceIO``: ``LibIIODevice`` in production, an embedded device in the unit
+/// tests. The thread opens the device, and every call on it is made there.
 ///
 /// Other threads only call ``stop()``, which cancels the buffer (libiio's one thread-safe call)
 /// and joins the thread before anything is destroyed.
-final class DeviceCapture: Sendable {
+final class DeviceCapture<Device: DeviceIO>: Sendable {
     let settings: CaptureSettings
+    private let open: @Sendable () throws(MotionError) -> Device?
     private let deliver: @Sendable (CaptureBatch) -> Void
     private let fail: @Sendable ([SensorKind], MotionError, Bool) -> Void
     private let state = Locked(State())
@@ -71,20 +75,24 @@ final class DeviceCapture: Sendable {
 
     private struct State: Sendable {
         var stopping = false
-        var buffer: IIOBuffer?
+        var buffer: Device.Buffer?
         var setup: Result<CaptureStatus, MotionError>?
     }
 
     /// - Parameters:
     ///   - settings: what to capture.
+    ///   - open: opens the device on the capture thread (nil: it is not there); throws when the
+    ///     device's context cannot be opened.
     ///   - deliver: called on the capture thread with each refill's (or poll's) batch.
     ///   - fail: called on the capture thread when sensors fail: which ones, why, and whether the
     ///     capture ended (a buffered capture fails whole; a polled one drops only the failing
     ///     sensor and goes on polling the others).
     init(settings: CaptureSettings,
+         open: @escaping @Sendable () throws(MotionError) -> Device?,
          deliver: @escaping @Sendable (CaptureBatch) -> Void,
          fail: @escaping @Sendable ([SensorKind], MotionError, Bool) -> Void) {
         self.settings = settings
+        self.open = open
         self.deliver = deliver
         self.fail = fail
     }
@@ -114,7 +122,7 @@ final class DeviceCapture: Sendable {
     /// thread itself (from a handler delivered there) it cancels the buffer and returns: the
     /// thread ends when the handler returns, and releases the device itself.
     func stop() {
-        let buffer = state.withLock { s -> IIOBuffer? in
+        let buffer = state.withLock { s -> Device.Buffer? in
             s.stopping = true
             return s.buffer
         }
@@ -138,36 +146,35 @@ final class DeviceCapture: Sendable {
     // MARK: The capture thread
 
     private func run() {
-        let context: IIOContext
+        let opened: Device?
         do throws(MotionError) {
-            context = try IIOContext(uri: settings.uri)
+            opened = try open()
         } catch {
             reportSetup(.failure(error))
             return
         }
-        guard let first = settings.plans.first, let device = context.deviceIndex(id: first.info.deviceID),
-              let raw = context.describeDevice(device) else {
+        guard let device = opened, let raw = device.describe() else {
             reportSetup(.failure(MotionError(code: .ioError, underlyingErrno: ENODEV, device: deviceText,
                                              detail: "\(deviceText) is no longer there")))
             return
         }
         let layout = DeviceLayout(raw: raw, plans: settings.plans)
         // What the capture may change, as it is now: put back however the capture ends.
-        var saved = DeviceSettings(context: context, device: device, layout: layout,
+        var saved = DeviceSettings(device: device, layout: layout,
                                    frequencyFiles: settings.plans.compactMap(\.info.samplingFrequencyFile))
         defer {
-            saved.restore(.buffer, context: context, device: device)
-            saved.restore(.frequency, context: context, device: device)
+            saved.restore(.buffer, device: device)
+            saved.restore(.frequency, device: device)
         }
         var fallback: (reason: String, cause: MotionError)?
         var configure = true
         if settings.preference != .polled {
-            switch prepareBuffer(context: context, device: device, layout: layout, saved: &saved) {
+            switch prepareBuffer(device: device, layout: layout, saved: &saved) {
             case .success(let prepared):
-                switch firstRefill(prepared) {
+                switch firstRefill(prepared, device: device) {
                 case .success(let first):
                     reportSetup(.success(prepared.status))
-                    streamBuffer(prepared, first: first)
+                    streamBuffer(prepared, device: device, first: first)
                     prepared.buffer.destroy()
                     return
                 case .failure(.fatal(let error)):
@@ -176,7 +183,7 @@ final class DeviceCapture: Sendable {
                     return
                 case .failure(.cannotBuffer(let reason, let error, _)):
                     prepared.buffer.destroy()
-                    saved.restore(.buffer, context: context, device: device)
+                    saved.restore(.buffer, device: device)
                     if settings.preference == .buffered {
                         reportSetup(.failure(error))
                         return
@@ -187,7 +194,7 @@ final class DeviceCapture: Sendable {
                 reportSetup(.failure(error))
                 return
             case .failure(.cannotBuffer(let reason, let error, let shared)):
-                saved.restore(.buffer, context: context, device: device)
+                saved.restore(.buffer, device: device)
                 if settings.preference == .buffered {
                     reportSetup(.failure(error))
                     return
@@ -196,7 +203,7 @@ final class DeviceCapture: Sendable {
                 configure = !shared
             }
         }
-        poll(context: context, device: device, layout: layout, fallback: fallback, configure: configure, saved: &saved)
+        poll(device: device, layout: layout, fallback: fallback, configure: configure, saved: &saved)
     }
 
     /// Why buffered capture cannot start.
@@ -211,7 +218,7 @@ final class DeviceCapture: Sendable {
 
     /// A buffer ready to stream, with its decoder.
     private struct Prepared {
-        var buffer: IIOBuffer
+        var buffer: Device.Buffer
         var decoder: ScanDecoder
         var status: CaptureStatus
         var period: Double
@@ -221,20 +228,17 @@ final class DeviceCapture: Sendable {
     }
 
     /// The text of a device's sysfs file that libiio does not expose as an attribute (the
-    /// scan elements' `_type` files), trimmed; nil unless the context is local and the file readable.
-    private static func localText(of file: String, device: String, context: IIOContext) -> String? {
-        guard context.backendName == "local", let f = fopen("/sys/bus/iio/devices/\(device)/\(file)", "r") else { return nil }
-        defer { fclose(f) }
-        var buffer = [UInt8](repeating: 0, count: 128)
-        let n = fread(&buffer, 1, buffer.count - 1, f)
-        let text = AttributeText.trimmed(String(decoding: buffer[..<n], as: UTF8.self))
+    /// scan elements' `_type` files), trimmed and made printable; nil unless readable.
+    private static func localText(of file: String, device: Device) -> String? {
+        guard let raw = device.sysfsText(file) else { return nil }
+        let text = AttributeText.trimmed(raw)
         return String(text.prefix(40).map { $0.isASCII && !$0.isWhitespace || $0 == " " ? $0 : "?" })
     }
 
     /// The advice every "cannot stream without a trigger" reason ends with.
-    private static let triggerAdvice = "wiring the sensor's interrupt line to the driver, or setting a trigger such as iio-trig-hrtimer in trigger/current_trigger, would enable buffered streaming"
+    private static var triggerAdvice: String { "wiring the sensor's interrupt line to the driver, or setting a trigger such as iio-trig-hrtimer in trigger/current_trigger, would enable buffered streaming" }
 
-    private func prepareBuffer(context: IIOContext, device: Int, layout: DeviceLayout,
+    private func prepareBuffer(device: Device, layout: DeviceLayout,
                                saved: inout DeviceSettings) -> Result<Prepared, SetupFailure> {
         guard layout.canBuffer else {
             // One text per device whatever sensors this capture serves, so that a restart with
@@ -243,7 +247,7 @@ final class DeviceCapture: Sendable {
             if let first = layout.unreadableTypes.first {
                 let files = layout.unreadableTypes.map { t in
                     let file = "scan_elements/in_\(t.id)_type"
-                    let text = Self.localText(of: file, device: settings.plans[0].info.deviceID, context: context)
+                    let text = Self.localText(of: file, device: device)
                     let read = "\(t.format)"
                     guard let text else { return "\(file) (read as \(read))" }
                     return text == read ? "\(file) (\"\(text)\")" : "\(file) (\"\(text)\", read as \(read))"
@@ -258,22 +262,22 @@ final class DeviceCapture: Sendable {
             return .failure(.cannotBuffer(reason: reason, error: MotionError(code: .notAvailable, device: deviceText, detail: reason)))
         }
         let trigger: TriggerState
-        switch ensureTrigger(context: context, device: device, name: layout.deviceName, saved: &saved) {
+        switch ensureTrigger(device: device, name: layout.deviceName, saved: &saved) {
         case .failure(let problem): return .failure(problem)
         case .success(let t): trigger = t
         }
-        let rate = configureFrequencies(context: context, device: device, layout: layout, saved: &saved)
-        let clockOffset = configureClock(context: context, device: device, saved: &saved)
+        let rate = configureFrequencies(device: device, layout: layout, saved: &saved)
+        let clockOffset = configureClock(device: device, saved: &saved)
 
-        let samples = Self.samplesPerRefill(rate: rate, interval: settings.interval,
+        let samples = RefillSizing.samplesPerRefill(rate: rate, interval: settings.interval,
                                             everySample: settings.everySample && !settings.timely)
         let fillTime = rate.map { Double(samples) / $0 } ?? 1
         let timeout = settings.timeout ?? max(1.0, 2.5 * fillTime + 0.5)
-        _ = context.setTimeout(milliseconds: Self.milliseconds(timeout))
+        device.setTimeout(seconds: timeout)
 
-        let kernelBuffers = Self.kernelBuffers(rate: rate, samplesPerRefill: samples, scanBytes: layout.scanBytes)
+        let kernelBuffers = RefillSizing.kernelBuffers(rate: rate, samplesPerRefill: samples, scanBytes: layout.scanBytes)
         saved.bufferCreated()
-        switch context.createBuffer(device, channels: layout.bufferChannels, samples: samples, kernelBuffers: kernelBuffers) {
+        switch device.openBuffer(channels: layout.bufferChannels, samples: samples, kernelBuffers: kernelBuffers) {
         case .failure(let e):
             let error = MotionError.io(e.rawValue, call: "iio_device_create_buffer", device: deviceText, attribute: nil)
             switch e.rawValue {
@@ -295,7 +299,7 @@ final class DeviceCapture: Sendable {
                 return .failure(.fatal(error))
             }
         case .success(let buffer):
-            guard let decoder = ScanDecoder(layout: layout, buffer: buffer, device: device, clockOffset: clockOffset,
+            guard let decoder = ScanDecoder(layout: layout, buffer: buffer, clockOffset: clockOffset,
                                             units: settings.units) else {
                 buffer.destroy()
                 return .failure(.fatal(MotionError(code: .ioError, device: deviceText,
@@ -320,42 +324,6 @@ final class DeviceCapture: Sendable {
         }
     }
 
-    private static func milliseconds(_ seconds: Double) -> UInt32 {
-        UInt32(min(seconds * 1000, Double(UInt32.max)).rounded(.up))
-    }
-
-    /// Scans per refill: one update interval's worth, so the thread wakes once per interval.
-    ///
-    /// The kernel buffer holds far more (see ``kernelBuffers(rate:samplesPerRefill:scanBytes:)``):
-    /// when a consumer wants every sample and none wants the newest promptly, refills hold at
-    /// least 50 ms of samples; when a push handler or pull reads want the newest sample, the
-    /// interval wins (interval 0: one scan per refill, for the lowest latency) and batches are
-    /// that small too.
-    static func samplesPerRefill(rate: Double?, interval: Double, everySample: Bool) -> Int {
-        guard let rate, rate > 0 else { return 1 }
-        let span = everySample ? max(interval, 0.05) : interval
-        return Int(min(max(1, (rate * span).rounded(.down)), 65536))
-    }
-
-    /// How long a start-up stall (a loaded machine, a slow board, an emulator) the kernel buffer
-    /// rides out without losing a sample, in seconds. A 40 ms buffer lost samples under QEMU.
-    static let kernelBufferSeconds = 2.0
-
-    /// The most memory the kernel buffer may take (bytes of scans).
-    static let kernelBufferBytes = 1 << 20
-
-    /// The kernel buffer (`buffer/length`) as a multiple of the refill, for libiio: at least
-    /// libiio's 4 refills, and ``kernelBufferSeconds`` of samples at `rate`, within
-    /// ``kernelBufferBytes``. The watermark stays one refill, so wake-ups do not change. When
-    /// the buffer is full the kernel drops the newest scans; nothing reports that.
-    static func kernelBuffers(rate: Double?, samplesPerRefill samples: Int, scanBytes: Int) -> Int {
-        let samples = max(1, samples)
-        let cap = max(4, kernelBufferBytes / max(1, scanBytes) / samples)
-        guard let rate, rate > 0, rate.isFinite else { return min(4, cap) }
-        let wanted = Int((rate * kernelBufferSeconds / Double(samples)).rounded(.up))
-        return max(4, min(wanted, cap))
-    }
-
     /// Whether a device streams on a trigger.
     private enum TriggerState {
         /// A trigger is set (the driver's own, a HID sensor's, or one a user set up).
@@ -372,16 +340,16 @@ final class DeviceCapture: Sendable {
     /// refuses some (EINVAL: bmi160, mxc4005, kxcjk1013 without an interrupt), others enable and
     /// stay silent (bmc150_accel), and a driver may have a FIFO of its own; what the kernel
     /// answers, and ``firstRefill(_:)``, tell.
-    private func ensureTrigger(context: IIOContext, device: Int, name: String?,
+    private func ensureTrigger(device: Device, name: String?,
                                saved: inout DeviceSettings) -> Result<TriggerState, SetupFailure> {
-        guard case .success(let current) = context.triggerName(device) else { return .success(.none) }  // no trigger/
-        if !current.isEmpty && context.triggerIndex(name: current) != nil { return .success(.set) }
+        guard case .success(let current) = device.triggerName() else { return .success(.none) }  // no trigger/
+        if !current.isEmpty && device.triggerExists(named: current) { return .success(.set) }
         let number = settings.plans[0].info.deviceID.split(separator: "e").last.map(String.init) ?? "0"
         let candidates = name.map { ["\($0)-dev\(number)", "\($0)-trigger"] } ?? []
         for candidate in candidates {
-            guard let t = context.triggerIndex(name: candidate) else { continue }
-            let e = context.setTrigger(device, trigger: t)
-            saved.wrote("trigger/current_trigger", context: context, device: device)
+            guard device.triggerExists(named: candidate) else { continue }
+            let e = device.setTrigger(named: candidate)
+            saved.wrote("trigger/current_trigger", device: device)
             if let e {
                 let error = MotionError.io(e.rawValue, call: "iio_device_set_trigger", device: deviceText, attribute: "trigger/current_trigger")
                 if e.rawValue == EACCES || e.rawValue == EPERM {
@@ -398,7 +366,7 @@ final class DeviceCapture: Sendable {
     /// interval needs (never below 10 Hz; an explicit rate wins) and reads back what is in force.
     /// Returns the fastest rate in force (one interrupt or FIFO serves every sensor of a device).
     /// With `configure` false (another program streams the device) nothing is written.
-    private func configureFrequencies(context: IIOContext, device: Int, layout: DeviceLayout,
+    private func configureFrequencies(device: Device, layout: DeviceLayout,
                                       saved: inout DeviceSettings, configure: Bool = true) -> Double? {
         var inForce: [Double] = []
         for (plan, channel) in zip(settings.plans, layout.firstChannels) {
@@ -406,8 +374,8 @@ final class DeviceCapture: Sendable {
             guard let file = info.samplingFrequencyFile else { continue }
             let read: () -> Double? = {
                 let text: Result<String, MotionError.Errno> = file.hasPrefix("in_")
-                    ? context.readChannelAttribute(device, channel: channel, "sampling_frequency")
-                    : context.readDeviceAttribute(device, "sampling_frequency")
+                    ? device.readChannelAttribute(channel: channel, "sampling_frequency")
+                    : device.readAttribute("sampling_frequency")
                 return (try? text.get()).flatMap { AttributeText.decimal($0) }
             }
             let current = read() ?? info.samplingFrequency
@@ -417,9 +385,9 @@ final class DeviceCapture: Sendable {
                target != current {
                 let text = FrequencyChoice.format(target)
                 _ = file.hasPrefix("in_")
-                    ? context.writeChannelAttribute(device, channel: channel, "sampling_frequency", text)
-                    : context.writeDeviceAttribute(device, "sampling_frequency", text)
-                saved.wrote(file, context: context, device: device)
+                    ? device.writeChannelAttribute(channel: channel, "sampling_frequency", text)
+                    : device.writeAttribute("sampling_frequency", text)
+                saved.wrote(file, device: device)
             }
             // A frequency no motion sensor runs at (garbage in the file) counts as unknown: refills
             // are then one scan each, which works at any real rate, instead of waiting for a
@@ -432,17 +400,17 @@ final class DeviceCapture: Sendable {
     /// Asks for `monotonic` timestamps; returns what to subtract (ns) from the timestamps of the
     /// clock in force to get `CLOCK_MONOTONIC`. The clock is the device's, shared with every other
     /// reader: it is put back when the capture ends.
-    private func configureClock(context: IIOContext, device: Int, saved: inout DeviceSettings) -> Int64 {
-        guard context.deviceHasAttribute(device, "current_timestamp_clock") else { return 0 }
-        var name = (try? context.readDeviceAttribute(device, "current_timestamp_clock").get()).map { AttributeText.trimmed($0) } ?? "monotonic"
+    private func configureClock(device: Device, saved: inout DeviceSettings) -> Int64 {
+        guard device.hasAttribute("current_timestamp_clock") else { return 0 }
+        var name = (try? device.readAttribute("current_timestamp_clock").get()).map { AttributeText.trimmed($0) } ?? "monotonic"
         if name != "monotonic" {
-            _ = context.writeDeviceAttribute(device, "current_timestamp_clock", "monotonic")
-            saved.wrote("current_timestamp_clock", context: context, device: device)
-            name = (try? context.readDeviceAttribute(device, "current_timestamp_clock").get()).map { AttributeText.trimmed($0) } ?? name
+            _ = device.writeAttribute("current_timestamp_clock", "monotonic")
+            saved.wrote("current_timestamp_clock", device: device)
+            name = (try? device.readAttribute("current_timestamp_clock").get()).map { AttributeText.trimmed($0) } ?? name
         }
         // Over iiod the clocks are the remote board's: its own timeline is kept as it is.
-        guard name != "monotonic", context.backendName == "local", let clock = ClockNames.clock(String(name)) else { return 0 }
-        return nanoseconds(clock) - nanoseconds(CLOCK_MONOTONIC)
+        guard name != "monotonic", device.isLocal, let clock = ClockNames.clock(String(name)) else { return 0 }
+        return device.nanoseconds(on: clock) - device.nanoseconds(on: CLOCK_MONOTONIC)
     }
 
     /// The first refill of a buffer enabled without its trigger: whether it delivers at all,
@@ -450,12 +418,11 @@ final class DeviceCapture: Sendable {
     /// interrupt), and the caller polls it instead.
     /// - Returns: the first refill's result, or nil when there is nothing to probe (set-up does
     ///   not wait for data then: the stream's first refill has the usual timeout).
-    private func firstRefill(_ prepared: Prepared) -> Result<Result<(start: UnsafeRawPointer, bytes: Int, step: Int), MotionError.Errno>?, SetupFailure> {
+    private func firstRefill(_ prepared: Prepared, device: Device) -> Result<Result<Scans, MotionError.Errno>?, SetupFailure> {
         guard let probe = prepared.probe else { return .success(nil) }
-        let context = prepared.buffer.context
-        _ = context.setTimeout(milliseconds: Self.milliseconds(probe))
+        device.setTimeout(seconds: probe)
         let result = prepared.buffer.refill()
-        _ = context.setTimeout(milliseconds: Self.milliseconds(prepared.status.timeout))
+        device.setTimeout(seconds: prepared.status.timeout)
         guard case .failure(let e) = result, e.rawValue == ETIMEDOUT, !isStopping else { return .success(result) }
         let seconds = (probe * 100).rounded() / 100
         let reason = "\(deviceText) has no trigger and no data-ready interrupt: its buffer enabled but delivered nothing in \(seconds) s; " + Self.triggerAdvice
@@ -468,7 +435,7 @@ final class DeviceCapture: Sendable {
     /// consumer wants every sample, each refill becomes one array per sensor (decoded straight
     /// into the public type); otherwise only the newest scan of a refill is decoded (coalesced and
     /// pull consumers see nothing else).
-    private func streamBuffer(_ prepared: Prepared, first: Result<(start: UnsafeRawPointer, bytes: Int, step: Int), MotionError.Errno>?) {
+    private func streamBuffer(_ prepared: Prepared, device: Device, first: Result<Scans, MotionError.Errno>?) {
         let decoder = prepared.decoder
         let buffer = prepared.buffer
         let everySample = settings.everySample
@@ -480,7 +447,7 @@ final class DeviceCapture: Sendable {
         // batch before the next refill: one spare, the smallest cache footprint.
         var spares = [CaptureBatch](repeating: CaptureBatch(), count: everySample && settings.handsOff ? 3 : 1)
         var next = 0
-        var pending: Result<(start: UnsafeRawPointer, bytes: Int, step: Int), MotionError.Errno>? = first
+        var pending: Result<Scans, MotionError.Errno>? = first
         defer {
             times.deallocate()
             state.withLock { $0.buffer = nil }
@@ -492,7 +459,7 @@ final class DeviceCapture: Sendable {
             case .success(let (start, bytes, step)):
                 let scans = step > 0 ? bytes / step : 0
                 guard scans > 0 else { continue }
-                let readTime = monotonicSeconds()
+                let readTime = device.now()
                 if everySample && scans > times.count {  // more than asked for (never with libiio 0.24)
                     times.deallocate()
                     times = .allocate(capacity: scans)
@@ -525,24 +492,24 @@ final class DeviceCapture: Sendable {
 
     // MARK: Polled mode
 
-    private func poll(context: IIOContext, device: Int, layout: DeviceLayout, fallback: (reason: String, cause: MotionError)?, configure: Bool,
+    private func poll(device: Device, layout: DeviceLayout, fallback: (reason: String, cause: MotionError)?, configure: Bool,
                       saved: inout DeviceSettings) {
         // The same frequency rule as buffered capture: drivers at 0 or 1 Hz block sysfs reads for
         // seconds or answer with stale values. Without permission to write, the rate stays; while
         // another program streams the device, its rate is that program's and stays too.
-        let rate = configureFrequencies(context: context, device: device, layout: layout, saved: &saved, configure: configure)
+        let rate = configureFrequencies(device: device, layout: layout, saved: &saved, configure: configure)
             ?? settings.plans.compactMap(\.info.samplingFrequency).filter { $0 > 0 }.max()
         let period = settings.interval > 0 ? settings.interval : max(0.001, 1 / (rate ?? 100))
         reportSetup(.success(CaptureStatus(mode: .polled, samplingFrequency: rate, fallbackReason: fallback?.reason,
                                            fallbackCause: fallback?.cause, samplesPerWakeup: 1, timeout: 0)))
-        var next = monotonicSeconds()
+        var next = device.now()
         var live = Array(settings.plans.indices)
         while !isStopping {
             var batch = CaptureBatch()
             for i in live {
                 let plan = settings.plans[i]
                 do throws(MotionError) {
-                    let (v, t) = try PolledReader.readSI(context: context, device: device, channels: layout.rawChannels[i], info: plan.info)
+                    let (v, t) = try PolledReader.readSI(device: device, channels: layout.rawChannels[i], info: plan.info)
                     batch.append(CapturedSample(kind: plan.info.kind, si: v, timestamp: t, units: settings.units),
                                  everySample: settings.everySample)
                 } catch {
@@ -554,9 +521,9 @@ final class DeviceCapture: Sendable {
             }
             if !batch.isEmpty { deliver(batch) }
             next += period
-            let now = monotonicSeconds()
+            let now = device.now()
             if next < now { next = now }  // fell behind: do not try to catch up
-            _ = wake.wait(timeout: .now() + .nanoseconds(Int((next - now) * 1e9)))
+            device.pause(until: next, wake: wake)
         }
     }
 }

@@ -5,7 +5,7 @@
 /// and sometimes `trigger/current_trigger`; creating a libiio buffer writes `buffer/length`,
 /// `buffer/watermark` and every scan element's `_en` file (destroying it sets all `_en` to 0).
 /// The kernel refuses writes to `buffer*/length`, `_en` and `current_timestamp_clock` with EBUSY
-/// while the buffer is enabled, so ``restore(_:context:device:)`` runs after the buffer is destroyed.
+/// while the buffer is enabled, so ``restore(_:device:)`` runs after the buffer is destroyed.
 ///
 /// Only what the capture itself wrote is put back, and only while it still reads what the capture
 /// left there: a value another program changed since is that program's, and stays.
@@ -29,23 +29,23 @@ struct DeviceSettings {
     private var entries: [Entry] = []
 
     /// Reads the files a capture of `layout`'s sensors may change.
-    init(context: IIOContext, device: Int, layout: DeviceLayout, frequencyFiles: [String]) {
+    init(device: some DeviceIO, layout: DeviceLayout, frequencyFiles: [String]) {
         var paths: [(String, Group)] = layout.scanElementIDs.map { ("scan_elements/in_\($0)_en", .buffer) }
         paths += [("buffer/length", .buffer), ("buffer/watermark", .buffer),
                   ("current_timestamp_clock", .buffer), ("trigger/current_trigger", .buffer)]
         var seen = Set<String>()
         for file in frequencyFiles where seen.insert(file).inserted { paths.append((file, .frequency)) }
         for (path, group) in paths {
-            guard case .success(let text) = context.readDevicePath(device, path) else { continue }
+            guard case .success(let text) = device.readFile(path) else { continue }
             entries.append(Entry(path: path, group: group, prior: Self.normalized(text)))
         }
     }
 
     /// Records that the capture wrote `path` (through whichever libiio call), and what it now holds.
-    mutating func wrote(_ path: String, context: IIOContext, device: Int) {
+    mutating func wrote(_ path: String, device: some DeviceIO) {
         guard let i = entries.firstIndex(where: { $0.path == path }) else { return }
         entries[i].touched = true
-        entries[i].left = (try? context.readDevicePath(device, path).get()).map(Self.normalized)
+        entries[i].left = (try? device.readFile(path).get()).map(Self.normalized)
     }
 
     /// Records that libiio set the buffer up (or tried to): its length, watermark and `_en` files.
@@ -59,17 +59,17 @@ struct DeviceSettings {
     /// Puts back what the capture changed in `group`: each file it wrote that still holds what it
     /// left there and differs from what it held before. Failures (a device unplugged, a value the
     /// driver refuses now) leave that file as it is. Idempotent.
-    mutating func restore(_ group: Group, context: IIOContext, device: Int) {
+    mutating func restore(_ group: Group, device: some DeviceIO) {
         // In order: `_en` files and the length before the watermark (the kernel refuses a watermark
         // above the length), the clock and trigger, then the frequencies.
         for i in entries.indices where entries[i].group == group && entries[i].touched {
             entries[i].touched = false
             let entry = entries[i]
-            guard case .success(let text) = context.readDevicePath(device, entry.path) else { continue }
+            guard case .success(let text) = device.readFile(entry.path) else { continue }
             let now = Self.normalized(text)
             if now == entry.prior { continue }
             if let left = entry.left, left != now { continue }  // changed by someone else since
-            _ = context.writeDevicePath(device, entry.path, entry.prior)
+            _ = device.writeFile(entry.path, entry.prior)
         }
     }
 

@@ -6,16 +6,19 @@ import SystemSupport
 /// disables the kernel buffer and its channels.
 ///
 /// One capture thread creates, refills and destroys it; any thread may ``cancel()`` it.
-final class IIOBuffer: @unchecked Sendable { // refill and destroy run on the owning thread only; cancel, the one call made elsewhere, is libiio's one documented thread-safe call and is serialised with destroy by `destroyed`'s lock
+final class IIOBuffer: DeviceBuffer, @unchecked Sendable { // refill and destroy run on the owning thread only; cancel, the one call made elsewhere, is libiio's one documented thread-safe call and is serialised with destroy by `destroyed`'s lock
     private let handle: OpaquePointer
     /// Kept so the context outlives its buffer.
     let context: IIOContext
+    /// The device's index in the context.
+    let device: Int
     /// Set once the buffer is destroyed: a late ``cancel()`` then does nothing.
     private let destroyed = Locked(false)
 
-    init(handle: OpaquePointer, context: IIOContext) {
+    init(handle: OpaquePointer, context: IIOContext, device: Int) {
         self.handle = handle
         self.context = context
+        self.device = device
     }
 
     deinit {
@@ -34,7 +37,7 @@ final class IIOBuffer: @unchecked Sendable { // refill and destroy run on the ow
 
     /// Blocks until the buffer is full, the context's timeout passes, or ``cancel()``.
     /// - Returns: the first scan, the number of bytes read and the scan size; or a positive errno.
-    func refill() -> Result<(start: UnsafeRawPointer, bytes: Int, step: Int), MotionError.Errno> {
+    func refill() -> Result<Scans, MotionError.Errno> {
         var start: UnsafePointer<UInt8>?
         var step = 0
         let n = iioshim_buffer_refill(handle, &start, &step)
@@ -51,7 +54,7 @@ final class IIOBuffer: @unchecked Sendable { // refill and destroy run on the ow
     }
 
     /// The byte offset of a channel's element within a scan, by libiio's own layout.
-    func offset(ofChannel channel: Int, device: Int) -> Int? {
+    func offset(ofChannel channel: Int) -> Int? {
         context.withHandle { ctx in
             let r = iioshim_buffer_channel_offset(handle, ctx, UInt32(device), UInt32(channel))
             return r < 0 ? nil : r
@@ -118,6 +121,6 @@ extension IIOContext {
             }
         }
         guard let handle else { return .failure(MotionError.Errno(-error)) }
-        return .success(IIOBuffer(handle: handle, context: self))
+        return .success(IIOBuffer(handle: handle, context: self, device: device))
     }
 }

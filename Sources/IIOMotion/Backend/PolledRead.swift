@@ -6,7 +6,8 @@ extension Discovery {
     func readSI(_ plan: SensorPlan, matrix: MountMatrix) throws(MotionError) -> (vector: (x: Double, y: Double, z: Double), timestamp: Double) {
         var info = plan.info
         info.mountMatrix = matrix
-        return try PolledReader.readSI(context: context, device: plan.deviceIndex, channels: plan.rawChannels, info: info)
+        return try PolledReader.readSI(device: LibIIODevice(context: context, index: plan.deviceIndex, id: plan.info.deviceID),
+                                       channels: plan.rawChannels, info: info)
     }
 }
 
@@ -17,14 +18,13 @@ enum PolledReader {
     /// The result is in the kernel's SI units and sign, in the device's axes.
     ///
     /// - Parameters:
-    ///   - context: the context to read through.
-    ///   - device: the device's index in that context.
+    ///   - device: the device to read.
     ///   - channels: the x, y, z channels and their `raw` files.
     ///   - info: scale, offset and mount matrix.
     /// - Returns: the vector and the `CLOCK_MONOTONIC` time halfway through the three reads.
     /// - Throws: ``MotionError`` naming the device and file when a read fails or a `raw` file
     ///   does not hold a decimal integer.
-    static func readSI(context: IIOContext, device: Int, channels: [(channel: Int, file: String)?], info: SensorInfo)
+    static func readSI(device: some DeviceIO, channels: [(channel: Int, file: String)?], info: SensorInfo)
         throws(MotionError) -> (vector: (x: Double, y: Double, z: Double), timestamp: Double) {
         if let problem = info.problem { throw problem }
         guard info.isPollable, let scale = info.scale, channels.count == 3 else {
@@ -32,11 +32,11 @@ enum PolledReader {
                               detail: "\(info.deviceDescription) has no in_\(info.kind.iioType)_{x,y,z}_raw files, so its \(info.kind) can only be streamed, not polled")
         }
         var raw = (x: 0.0, y: 0.0, z: 0.0)
-        let start = monotonicSeconds()
+        let start = device.now()
         for axis in Axis.allCases {
             guard let (channel, file) = channels[axis.rawValue] else { continue }
             let text: String
-            switch context.readChannelAttribute(device, channel: channel, "raw") {
+            switch device.readChannelAttribute(channel: channel, "raw") {
             case .success(let t): text = t
             case .failure(let e):
                 throw MotionError.io(e.rawValue, call: "iio_channel_attr_read", device: info.deviceDescription, attribute: file)
@@ -52,7 +52,7 @@ enum PolledReader {
             case .z: raw.z = si
             }
         }
-        let end = monotonicSeconds()
+        let end = device.now()
         if let c = info.calibration { raw = c.apply(raw) }
         return (info.mountMatrix.apply(raw), start + (end - start) / 2)
     }

@@ -160,13 +160,13 @@ struct ScanDecoder {
     }
 
     /// A decoder of `buffer`'s scans, or nil when libiio did not enable one of the channels.
-    init?(layout: DeviceLayout, buffer: IIOBuffer, device: Int, clockOffset: Int64, units: MotionUnits = .si) {
+    init?(layout: DeviceLayout, buffer: some DeviceBuffer, clockOffset: Int64, units: MotionUnits = .si) {
         var sensors: [Sensor] = []
         for (plan, channels) in zip(layout.plans, layout.scanChannels) {
             guard let channels, channels.count == 3 else { return nil }
             var elements: [Element] = []
             for c in channels {
-                guard let off = buffer.offset(ofChannel: c, device: device), let f = layout.formats[c] else { return nil }
+                guard let off = buffer.offset(ofChannel: c), let f = layout.formats[c] else { return nil }
                 elements.append(Element(offset: off, format: f))
             }
             let s = plan.info.scale ?? AxisValues(all: 1)
@@ -176,7 +176,7 @@ struct ScanDecoder {
                                   m: (r[0][0], r[0][1], r[0][2], r[1][0], r[1][1], r[1][2], r[2][0], r[2][1], r[2][2])))
         }
         var timestamp: Element?
-        if let t = layout.timestampChannel, let off = buffer.offset(ofChannel: t, device: device), let f = layout.formats[t] {
+        if let t = layout.timestampChannel, let off = buffer.offset(ofChannel: t), let f = layout.formats[t] {
             timestamp = Element(offset: off, format: f)
         }
         self.init(sensors: sensors, timestamp: timestamp, clockOffset: clockOffset, units: units)
