@@ -462,9 +462,10 @@ class BatchChip(Chip):
         return list(self.raw_fn(values)) if self.raw_fn else list(values)[:self.axes]
 
 
-# Phase -> its batches, each a list of at most 10 chips (i2c-stub's MAX_CHIPS).
+# Phase -> its batches, each a list of at most 10 chips (i2c-stub's MAX_CHIPS). Phase 2's own cases
+# take less time than phase 1's, so it binds two batches to phase 1's one.
 BATCHES = {
-    # phase 1's guest, one batch after its cases
+    # phase 1's guest, after its cases
     1: [[
         BatchChip("lsm303dlhc_accel", "lsm303dlhc_accel", 0x19, "st_accel_i2c",
                   [(0x0F, 0x33), (0x8F, 0x33)],
@@ -486,26 +487,6 @@ BATCHES = {
                   {"ak09911": {"magn": (110, -210, 310)}},
                   {"ak09911": {"magn": (-410, 510, -610)}},
                   _le16_regs(0x11)),
-        BatchChip("bma400", "bma400", 0x14, "bma400_i2c",
-                  [(0x00, 0x90), (0x1A, 0x08)],  # chip ID; ACC_CONFIG1: ODR 100 Hz, ±2 g
-                  {"bma400": {"accel": (120, -340, 1010)}},
-                  {"bma400": {"accel": (-230, 450, -990)}},
-                  _le16_regs(0x04)),
-        BatchChip("adxl372", "adxl372", 0x53, "adxl372_i2c",
-                  [(0x00, 0xAD), (0x01, 0x1D), (0x02, 0xFA)],   # DEVID, MST DEVID, PARTID
-                  {"adxl372": {"accel": (14, -25, 105)}},
-                  {"adxl372": {"accel": (-36, 47, -98)}},
-                  _be16_regs(0x08, 4)),
-        BatchChip("da280", "da280", 0x27, "da280",
-                  [(0x01, 0x13)],
-                  {"da280": {"accel": (520, -930, 4100)}},
-                  {"da280": {"accel": (-1240, 1350, -4000)}},
-                  _words(0x02, 2), word=True),
-        BatchChip("da311", "da311", 0x26, "da311",
-                  [(0x0F, 0x13)],
-                  {"da311": {"accel": (160, -270, 1020)}},
-                  {"da311": {"accel": (-380, 490, -1000)}},
-                  _words(0xA8, 4), word=True),
     ]],
     # phase 2's guest
     2: [[
@@ -549,6 +530,27 @@ BATCHES = {
                   {"mxc6255": {"accel": (23, -34, 0)}},
                   {"mxc6255": {"accel": (-45, 56, 0)}},
                   _mxc6255, axes=2),
+    ], [
+        BatchChip("bma400", "bma400", 0x14, "bma400_i2c",
+                  [(0x00, 0x90), (0x1A, 0x08)],  # chip ID; ACC_CONFIG1: ODR 100 Hz, ±2 g
+                  {"bma400": {"accel": (120, -340, 1010)}},
+                  {"bma400": {"accel": (-230, 450, -990)}},
+                  _le16_regs(0x04)),
+        BatchChip("adxl372", "adxl372", 0x53, "adxl372_i2c",
+                  [(0x00, 0xAD), (0x01, 0x1D), (0x02, 0xFA)],   # DEVID, MST DEVID, PARTID
+                  {"adxl372": {"accel": (14, -25, 105)}},
+                  {"adxl372": {"accel": (-36, 47, -98)}},
+                  _be16_regs(0x08, 4)),
+        BatchChip("da280", "da280", 0x27, "da280",
+                  [(0x01, 0x13)],
+                  {"da280": {"accel": (520, -930, 4100)}},
+                  {"da280": {"accel": (-1240, 1350, -4000)}},
+                  _words(0x02, 2), word=True),
+        BatchChip("da311", "da311", 0x26, "da311",
+                  [(0x0F, 0x13)],
+                  {"da311": {"accel": (160, -270, 1020)}},
+                  {"da311": {"accel": (-380, 490, -1000)}},
+                  _words(0xA8, 4), word=True),
     ]],
 }
 
