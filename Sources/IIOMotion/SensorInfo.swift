@@ -64,6 +64,10 @@ public struct SensorInfo: Sendable, Hashable {
     /// Why udev was not asked about the device: `"a remote (ip:) context has no udev"`, or that
     /// this machine has no udev database; nil when it was asked.
     public var udevUnavailable: String? = nil
+    /// The correction applied to the scale the driver publishes, when the driver is known to
+    /// publish it in another unit than the IIO ABI's (hmc5843, fxas21002c on Linux 6.1); nil when
+    /// ``scale`` is as published.
+    public var scaleCorrection: KernelScaleCorrection? = nil
 
     /// `"iio:device0 (bmi160)"`: how messages name the device.
     public var deviceDescription: String {

@@ -181,6 +181,11 @@ final class DeviceSim: Sendable {
         for ch in channels {
             if ch.spec.hasRaw { try place("in_\(ch.spec.id)_raw", "0") }
         }
+        // Files whose read the driver refuses (served through FUSE; a plain file without it).
+        for (file, name) in (spec.unreadable ?? [:]).sorted(by: { $0.key < $1.key }) {
+            try place(file, "")
+            if let nodes, let i = attributeIndex(file), let code = Files.errnoValue(name) { nodes.setAttributeReadError(i, code) }
+        }
         if let buffer = spec.buffer {
             // Since Linux 5.11 every buffer has its bufferN/ folder (buffer0/: its files and the
             // scan elements' _en, _index, _type), and the legacy buffer/ and scan_elements/

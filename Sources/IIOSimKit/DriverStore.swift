@@ -29,6 +29,7 @@ enum SysfsLayout {
         let attrs = attributes(of: spec)
         if attrs["current_timestamp_clock"] != nil { files.append("current_timestamp_clock") }
         files += attrs.keys.filter { $0.hasSuffix("sampling_frequency") && !$0.contains("/") }.sorted()
+        files += (spec.unreadable ?? [:]).keys.sorted()
         if spec.buffer != nil && spec.rawBusyWhileBuffering == true {
             files += spec.channels.filter { $0.hasRaw && $0.index != nil }.map { "in_\($0.id)_raw" }
         }
@@ -234,6 +235,12 @@ extension DeviceSim {
             let base: Int64 = hz > 1000 ? 8000 : 1000
             let divisor = (base + hz / 2) / hz - 1
             return .success(String(base / (divisor + 1)))
+        case .clampUp:
+            guard let list = available.flatMap(KernelParse.availableMicro)?.sorted(), let last = list.last else {
+                return .failure(invalid)
+            }
+            let whole = micro / 1_000_000 * 1_000_000
+            return .success(formatted(list.first(where: { whole <= $0 }) ?? last))
         case .nearest:
             guard micro >= 0 else { return .failure(invalid) }
             let requested = Double(micro) / 1e6

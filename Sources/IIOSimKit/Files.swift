@@ -73,6 +73,28 @@ enum Files {
         return s.trimmingCharacters(in: CharacterSet.whitespacesAndNewlines.union(CharacterSet(charactersIn: "\0")))
     }
 
+    /// The errno a read of `path` fails with once the file is open (a driver's show() refusing);
+    /// nil when it reads, or cannot be opened.
+    static func readErrno(_ path: String) -> Int32? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+            if n >= 0 { return nil }
+            if errno != EINTR { return errno }
+        }
+    }
+
+    /// The errno names a fixture's ``Fixture/Device/unreadable`` may give, and their values.
+    static let errnoNames: [String: Int32] = ["EINVAL": EINVAL, "EBUSY": EBUSY, "EIO": EIO, "ENODATA": ENODATA,
+                                              "EOPNOTSUPP": EOPNOTSUPP]
+
+    static func errnoValue(_ name: String) -> Int32? { errnoNames[name] }
+
+    static func errnoName(_ value: Int32) -> String? { errnoNames.first { $0.value == value }?.key }
+
     /// mkdir -p.
     static func makeDirectory(_ path: String, mode: mode_t = 0o755) throws {
         do {

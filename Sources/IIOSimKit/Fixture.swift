@@ -65,9 +65,13 @@ public struct Fixture: Codable, Sendable {
         /// is enabled (bmc150_accel's accelerometer axes, even when the buffer delivers nothing; its
         /// temperature still reads).
         public var rawBusyWhileBuffering: Bool?
+        /// Files of the device directory whose read fails, with the errno it fails with (`EINVAL`,
+        /// `EBUSY`, `EIO`, `ENODATA`, `EOPNOTSUPP`): stk8ba50's `in_accel_sampling_frequency_available`
+        /// on Linux 6.1, listed by the IIO core for a driver that has no `read_avail`.
+        public var unreadable: [String: String]?
 
         enum CodingKeys: String, CodingKey {
-            case name, label, attributes, channels, buffer, writable
+            case name, label, attributes, channels, buffer, writable, unreadable
             case currentTrigger = "current_trigger"
             case frequencyRule = "frequency_rule"
             case eventsNode = "events_node"
@@ -104,6 +108,11 @@ public struct Fixture: Codable, Sendable {
             frequencyRule = try c.decodeIfPresent(FrequencyRule.self, forKey: .frequencyRule)
             eventsNode = try c.decodeIfPresent(Bool.self, forKey: .eventsNode)
             rawBusyWhileBuffering = try c.decodeIfPresent(Bool.self, forKey: .rawBusyWhileBuffering)
+            unreadable = try c.decodeIfPresent([String: String].self, forKey: .unreadable)
+            for (file, name) in unreadable ?? [:] where Files.errnoValue(name) == nil {
+                throw DecodingError.dataCorruptedError(forKey: .unreadable, in: c,
+                    debugDescription: "\(self.name): unreadable \(file): unknown errno \(name) (EINVAL, EBUSY, EIO, ENODATA, EOPNOTSUPP)")
+            }
         }
     }
 
@@ -138,6 +147,10 @@ public struct Fixture: Codable, Sendable {
         /// back as `base / (divider + 1)` (mpu3050-core.c:408-428, :180-191: `101` → `100`,
         /// `400` → `333`, `12.5` → `12`).
         case mpu3050
+        /// adxl372: the whole part of the value (any sign; the fraction ignored) becomes the first
+        /// available value at or above it, the highest when it is above them all
+        /// (`adxl372_find_closest_match`, adxl372.c:398-409: `1000` → `1600`, `-5` → `400`).
+        case clampUp = "clamp-up"
     }
 
     /// One input channel.

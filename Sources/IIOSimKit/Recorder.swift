@@ -40,8 +40,14 @@ public enum Recorder {
             guard let name = read(dir + "/name") else { throw Fixture.LoadError(description: "\(dir): no name file (not an IIO device folder?)") }
             var attributes: [String: String] = [:]
             var rawValues: [String: Int64] = [:]
+            var unreadable: [String: String] = [:]
             for file in files(in: dir) where !skipped.contains(file) {
-                guard let text = read(dir + "/" + file) else { continue }
+                guard let text = read(dir + "/" + file) else {
+                    if !file.hasSuffix("_raw"), let e = Files.readErrno(dir + "/" + file), let name = Files.errnoName(e) {
+                        unreadable[file] = name
+                    }
+                    continue
+                }
                 if file.hasPrefix("in_") && file.hasSuffix("_raw") {
                     rawValues[String(file.dropFirst(3).dropLast(4))] = Int64(text)
                 } else {
@@ -98,9 +104,11 @@ public enum Recorder {
             if rule == nil && attributes.keys.contains(where: { $0.hasSuffix("sampling_frequency") }) {
                 notes.append("\(name): sampling_frequency taken as the nearest available (driver not known)")
             }
-            devices_.append(Fixture.Device(name: name, label: read(dir + "/label"), attributes: attributes, channels: channels,
-                                           buffer: buffer, currentTrigger: currentTrigger, writable: writable, frequencyRule: rule,
-                                           eventsNode: eventsNode, rawBusyWhileBuffering: hasBuffer ? knownRawBusy(name) : nil))
+            var device = Fixture.Device(name: name, label: read(dir + "/label"), attributes: attributes, channels: channels,
+                                        buffer: buffer, currentTrigger: currentTrigger, writable: writable, frequencyRule: rule,
+                                        eventsNode: eventsNode, rawBusyWhileBuffering: hasBuffer ? knownRawBusy(name) : nil)
+            device.unreadable = unreadable.isEmpty ? nil : unreadable
+            devices_.append(device)
         }
         var triggers: [Fixture.Trigger] = []
         for dir in triggerFolders {
@@ -180,6 +188,10 @@ public enum Recorder {
 
     /// What Linux 6.1's drivers accept as a sampling frequency, by device name.
     static func knownFrequencyRule(_ name: String) -> Fixture.FrequencyRule? {
+        if name == "adxl372" { return .clampUp }
+        // bma400, bmc150_magn (bmc150_magn_set_odr), mag3110 (mag3110_get_samp_freq_index),
+        // mma7455 (250 and 125 only), mmc35240 (mmc35240_get_samp_freq_index): their table's values only.
+        if ["bma400", "bmc150_magn", "mag3110", "mma7455", "mmc35240"].contains(name) { return .exact }
         if name == "bmi160" || name.hasPrefix("kxcj") || name.hasPrefix("kxtj") || name.hasPrefix("fxos8700")
             || knownWithoutTrigger(name) == .silent { return .exact }
         if name == "mpu3050" { return .mpu3050 }
@@ -196,12 +208,16 @@ public enum Recorder {
 
     /// What a triggered buffer without its trigger does, by device name (Linux 6.1).
     static func knownWithoutTrigger(_ name: String) -> Fixture.Buffer.WithoutTrigger? {
+        // bma400 and bmc150_magn have no software mode (EINVAL); adxl372 enables its buffer and, without its
+        // interrupt, never reads its FIFO, refusing raw reads meanwhile (iio_device_claim_direct_mode).
+        if name == "bma400" || name == "bmc150_magn" { return .refuse }
+        if name == "adxl372" { return .silent }
         if name.hasPrefix("bma") || name.hasPrefix("bmc150") || name.hasPrefix("bmi055") { return .silent }
         return nil
     }
 
     /// Whether the driver refuses `raw` reads with EBUSY while its buffer is enabled, by device
-    /// name (Linux 6.1: bmc150_accel).
+    /// name (Linux 6.1: bmc150_accel, adxl372).
     static func knownRawBusy(_ name: String) -> Bool? {
         knownWithoutTrigger(name) == .silent ? true : nil
     }

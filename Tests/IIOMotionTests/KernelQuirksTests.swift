@@ -51,6 +51,26 @@ struct KernelQuirksTests {
         #expect(abs(32768 * 62.5 * f - 2048 * Double.pi / 180) < 1e-9)
     }
 
+    @Test("mpu3050's unsigned raw reads (older 6.1 kernels) are taken as signed 16-bit; signed ones and other devices as published")
+    func mpu3050Sign() {
+        #expect(KernelQuirks.signedRaw(61938, deviceName: "mpu3050", kind: .gyroscope) == -3598)
+        #expect(KernelQuirks.signedRaw(32768, deviceName: "mpu3050", kind: .gyroscope) == -32768)
+        #expect(KernelQuirks.signedRaw(65535, deviceName: "mpu3050", kind: .gyroscope) == -1)
+        #expect(KernelQuirks.signedRaw(32767, deviceName: "mpu3050", kind: .gyroscope) == 32767)
+        #expect(KernelQuirks.signedRaw(-3598, deviceName: "mpu3050", kind: .gyroscope) == -3598)
+        #expect(KernelQuirks.signedRaw(65536, deviceName: "mpu3050", kind: .gyroscope) == 65536)
+        #expect(KernelQuirks.signedRaw(61938, deviceName: "l3gd20", kind: .gyroscope) == 61938)
+        #expect(KernelQuirks.signedRaw(61938, deviceName: nil, kind: .gyroscope) == 61938)
+        #expect(KernelQuirks.signedRaw(61938, deviceName: "mpu3050", kind: .accelerometer) == 61938)
+    }
+
+    @Test("A corrected scale names its kernel line")
+    func correctionSource() {
+        let c = KernelQuirks.scaleCorrection(deviceName: "hmc5883l", kind: .magnetometer, published: 0.000009174)
+        #expect(c?.source == "hmc5843_core.c:86" && c?.factor == 100)
+        #expect(KernelQuirks.scaleCorrection(deviceName: "lis3mdl", kind: .magnetometer, published: 0.000146) == nil)
+    }
+
     @Test("Every entry cites the kernel source")
     func entriesCite() {
         for c in KernelQuirks.scaleCorrections {

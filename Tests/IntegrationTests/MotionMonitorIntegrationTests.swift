@@ -267,6 +267,36 @@ struct KernelQuirkReadingTests {
         try check(fixture: "kernel-6.1/fxas21002c", sensor: "gyroscope", si: si, factor: Double.pi / 180_000)
     }
 
+    @Test("--list names the corrected scale: published, in use, and the kernel line")
+    func listShowsCorrection() throws {
+        let r = try Tools.session(fixture: "kernel-6.1/hmc5883l", runs: [["--list"]], parseReadings: false)
+        #expect(r.status == 0, "\(r)")
+        let out = r.rawOutputs.first ?? ""
+        #expect(out.contains("scale of the magnetometer of iio:device0 (hmc5883l): 0.000009174 published, 0.0009174 used (the driver's unit is not the ABI's: hmc5843_core.c:86)"), "\(r)")
+        let plain = try Tools.session(fixture: "kernel-6.1/lis3mdl", runs: [["--list"]], parseReadings: false)
+        #expect(plain.status == 0 && plain.rawOutputs.count == 1 && !(plain.rawOutputs.first ?? "").contains("scale of the"), "\(plain)")
+    }
+
+    @Test("mpu3050's raw reads published unsigned (Linux before 6.1.188) read signed; another gyroscope's as published",
+          arguments: [("mpu3050", [-3598.0, 1000, -25536]), ("l3gd20", [61938.0, 1000, 40000])])
+    func mpu3050Sign(name: String, want: [Double]) throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fixture = dir + "/\(name).json"
+        try Data("""
+            { "description": "\(name) as Debian's 6.1.0-50 kernel publishes mpu3050's polled reads (0xF1F2 as 61938)",
+              "devices": [ { "name": "\(name)", "attributes": { "in_anglvel_scale": "0.001" },
+                             "channels": [ { "id": "anglvel_x", "value": 61938 }, { "id": "anglvel_y", "value": 1000 },
+                                           { "id": "anglvel_z", "value": 40000 } ] } ] }
+            """.utf8).write(to: URL(fileURLWithPath: fixture))
+        let r = try Tools.session(fixture: fixture, runs: [["--once", "--json", "--si"]])
+        #expect(r.status == 0, "\(r)")
+        let line = try #require(r.outputs.first?.first { $0.sensor == "gyroscope" }, "\(r)")
+        for (axis, got, w) in zip3(["x", "y", "z"], [line.x, line.y, line.z], want.map { $0 * 0.001 }) {
+            #expect(relativelyEqual(got, w), "\(name) \(axis): \(got), want \(w)")
+        }
+    }
+
     private func check(fixture: String, sensor: String, si: Bool, factor: Double) throws {
         let r = try Tools.session(fixture: fixture, runs: [["--once", "--json"] + (si ? ["--si"] : [])])
         #expect(r.status == 0, "\(r)")

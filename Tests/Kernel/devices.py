@@ -359,3 +359,227 @@ def bind(busno, chip):
 def unbind(busno, chip):
     with open(f"/sys/bus/i2c/devices/i2c-{busno}/delete_device", "w") as f:
         f.write(f"0x{chip.addr:02x}\n")
+
+
+# --- Batches: the drivers bound after a phase's own cases, in the same guest ---------------------
+# i2c-stub serves at most 10 addresses, so after a phase's cases the suite unbinds its chips, reloads
+# i2c-stub (a fresh register file) with the addresses of a batch, presets and binds the batch's chips
+# and runs BATCH_CASES on them (suite.py Guest.run_batch). The encodings follow the drivers (Linux 6.1):
+#   st_accel lsm303dlhc_accel  le16, 12 bits upper (OUT_X_L 0x28 | 0x80)  st_sensors_read_axis_data
+#   st_gyro l3g4200d           le16 (OUT_X_L 0x28 | 0x80)
+#   st_magn lsm303dlhc_magn    be16 in the order X, Z, Y (OUT_X_H 0x03; no auto-increment bit)
+#   ak8975 ak09911             le16 (HXL 0x11..); ST1 0x10 bit 0 = data ready, ASA 0x60.. fuse ROM
+#   bma400                     le16, 12 bits (X_AXIS_LSB 0x04..)       bma400_get_accel_reg
+#   adxl372                    be16, 12 bits upper (X_DATA_H 0x08..)    adxl372_read_axis
+#   da280                      SMBus word, 14 bits upper (ACC_X_LSB 0x02..)   da280_read_raw
+#   da311                      SMBus word, 12 bits upper (OUT_X_L 0x28 | 0x80) da311_read_raw
+#   dmard09                    block read from STAT 0x0A: le16 at 0x0C.., bits 3..11   dmard09_read_raw
+#   mma7455                    le16, 10 bits (XOUTL 0x00..)             mma7455_read_raw
+#   mma7660                    6 bits signed (XOUT 0x00..), bit 6 (alert) clear   mma7660_read_accel
+#   stk8ba50                   SMBus word, 10 bits upper (XOUT 0x02..)  stk8ba50_read_accel
+#   mag3110                    be16 (OUT_X 0x01..); DR_STATUS 0x00 = 0x07 ready   mag3110_read
+#   mmc35240                   le16 (XOUT_L 0x00..); its raw is milligauss computed from them
+#                              (mmc35240_raw_to_mgauss: y and z mix the Y and Z registers)
+#   bmc150_magn                le16 (X_L 0x42..); its raw is Bosch's compensation with the trim
+#                              registers (bmc150_magn_compensate_*), preset as a real chip's
+#   mxc6255                    8 bits signed (XOUT 0x00, YOUT 0x01): X and Y only
+
+
+def _le16_regs(base, shift=0, step=2):
+    return lambda dev, t, v: [w + ("b",) for i in range(3) for w in le16(base + step * i, v[i] << shift)]
+
+
+def _be16_regs(base, shift=0):
+    return lambda dev, t, v: [w + ("b",) for i in range(3) for w in be16(base + 2 * i, v[i] << shift)]
+
+
+def _words(base, shift):
+    return lambda dev, t, v: [(base + 2 * i, u16(v[i] << shift), "w") for i in range(3)]
+
+
+def _lsm303dlhc_magn(dev, t, v):
+    regs = {0: 0x03, 2: 0x05, 1: 0x07}                 # X, Z, Y in the register file
+    return [w + ("b",) for i in range(3) for w in be16(regs[i], v[i])]
+
+
+def _dmard09(dev, t, v):
+    # dmard09_read_raw: `accel <<= 4; accel >>= 7` of the le16: bits 3..11 of the register pair.
+    return [w + ("b",) for i in range(3) for w in le16(0x0C + 2 * i, (v[i] << 3) & 0x0FFF)]
+
+
+def _mma7660(dev, t, v):
+    return [(0x00 + i, v[i] & 0x3F, "b") for i in range(3)]
+
+
+def _mxc6255(dev, t, v):
+    return [(0x00 + i, v[i] & 0xFF, "b") for i in range(2)]
+
+
+def _cdiv(a, b):
+    """C's integer division (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def mmc35240_raw(v):
+    """What mmc35240's in_magn_*_raw read for registers X, Y, Z = v (le16, unsigned), at its probe's
+    16-bit resolution (sensitivity 1024 counts per gauss, zero field at 32768) with a zero OTP
+    (coefficients 1, 1000 + 0, 13500 + 0 over scales 1, 1000, 10000): mmc35240.c:313-345, :250-256."""
+    x, y, z = (_cdiv((r - 32768) * 1000, 1024) for r in v)
+    return [_cdiv(x * 1, 1), _cdiv((y - z) * 1000, 1000), _cdiv((y + z) * 13500, 10000)]
+
+
+# bmc150_magn's trim registers (0x5D..0x71) as a BMM150 is programmed at the factory (values of a
+# real chip's); with zeros the kernel divides by zero (Tests/Kernel/README.md, kernel quirks).
+def _bmc150_magn_trims():
+    out = [(0x5D, 0x00), (0x5E, 0x00)]                 # x1, y1
+    out += le16(0x62, 0)                                # z4
+    out += [(0x64, 26), (0x65, 26)]                     # x2, y2
+    out += le16(0x68, 763) + le16(0x6A, 21350) + le16(0x6C, 6615) + le16(0x6E, 0)   # z2, z1, xyz1, z3
+    out += [(0x70, (-3) & 0xFF), (0x71, 29)]            # xy2, xy1
+    out += le16(0x48, 6615 << 2)                        # RHALL (bits 15..2)
+    return out
+
+
+def _bmc150_magn(dev, t, v):
+    shifts = (3, 3, 1)                                  # BMC150_MAGN_SHIFT_XY_L, _Z_L
+    return [w + ("b",) for i in range(3) for w in le16(0x42 + 2 * i, v[i] << shifts[i])]
+
+
+class BatchChip(Chip):
+    """A chip of a batch. `raw_fn(values)` gives what its in_*_raw files read for the register
+    values `values` when the driver computes them (mmc35240); `computed` marks a driver whose raw
+    values are a calibration formula of many registers (bmc150_magn), checked to follow the
+    registers rather than against a value; `axes` is the number of axes it has (mxc6255: 2)."""
+
+    def __init__(self, *a, raw_fn=None, computed=False, axes=3, **k):
+        super().__init__(*a, **k)
+        self.raw_fn, self.computed, self.axes = raw_fn, computed, axes
+
+    def expected_raw(self, values):
+        if self.computed:
+            return None
+        return list(self.raw_fn(values)) if self.raw_fn else list(values)[:self.axes]
+
+
+# Phase -> its batches, each a list of at most 10 chips (i2c-stub's MAX_CHIPS). Phase 2's own cases
+# take less time than phase 1's, so it binds two batches to phase 1's one.
+BATCHES = {
+    # phase 1's guest, after its cases
+    1: [[
+        BatchChip("lsm303dlhc_accel", "lsm303dlhc_accel", 0x19, "st_accel_i2c",
+                  [(0x0F, 0x33), (0x8F, 0x33)],
+                  {"lsm303dlhc_accel": {"accel": (130, -240, 1020)}},
+                  {"lsm303dlhc_accel": {"accel": (-340, 450, -980)}},
+                  lambda d, t, v: _st(d, t, v, 4), attrs={"sampling_frequency": "100"}),
+        BatchChip("lsm303dlhc_magn", "lsm303dlhc_magn", 0x1E, "st_magn_i2c",
+                  [],                            # no WHO_AM_I in its st_sensors settings
+                  {"lsm303dlhc_magn": {"magn": (310, -420, 530)}},
+                  {"lsm303dlhc_magn": {"magn": (-250, 360, -470)}},
+                  _lsm303dlhc_magn, attrs={"sampling_frequency": "75"}),
+        BatchChip("l3g4200d", "l3g4200d", 0x69, "st_gyro_i2c",
+                  [(0x0F, 0xD3), (0x8F, 0xD3)],
+                  {"l3g4200d": {"anglvel": (150, -270, 380)}},
+                  {"l3g4200d": {"anglvel": (-490, 510, -620)}},
+                  _st, attrs={"sampling_frequency": "100"}),
+        BatchChip("ak09911", "ak09911", 0x0C, "ak8975",
+                  [(0x00, 0x48), (0x01, 0x05), (0x10, 0x01), (0x60, 0x80), (0x61, 0x80), (0x62, 0x80)],
+                  {"ak09911": {"magn": (110, -210, 310)}},
+                  {"ak09911": {"magn": (-410, 510, -610)}},
+                  _le16_regs(0x11)),
+    ]],
+    # phase 2's guest
+    2: [[
+        BatchChip("dmard09", "dmard09", 0x1D, "dmard09",
+                  [(0x18, 0x95)],
+                  {"dmard09": {"accel": (11, -23, 31)}},
+                  {"dmard09": {"accel": (-17, 19, -30)}},
+                  _dmard09),
+        BatchChip("mma7455", "mma7455", 0x1C, "mma7455_i2c",
+                  [(0x0F, 0x55), (0x09, 0x01)],  # WHOAMI; STATUS: data ready
+                  {"mma7455": {"accel": (21, -32, 63)}},
+                  {"mma7455": {"accel": (-43, 54, -62)}},
+                  _le16_regs(0x00)),
+        BatchChip("mma7660", "mma7660", 0x4C, "mma7660",
+                  [],                            # the driver checks no ID
+                  {"mma7660": {"accel": (3, -7, 21)}},
+                  {"mma7660": {"accel": (-9, 11, -20)}},
+                  _mma7660),
+        BatchChip("stk8ba50", "stk8ba50", 0x18, "stk8ba50",
+                  [],                            # the driver checks no ID
+                  {"stk8ba50": {"accel": (17, -28, 255)}},
+                  {"stk8ba50": {"accel": (-39, 41, -250)}},
+                  _words(0x02, 6), word=True),
+        BatchChip("mag3110", "mag3110", 0x0E, "mag3110",
+                  [(0x07, 0xC4), (0x00, 0x07)],  # WHO_AM_I; DR_STATUS: X, Y, Z ready
+                  {"mag3110": {"magn": (120, -230, 340)}},
+                  {"mag3110": {"magn": (-450, 560, -670)}},
+                  _be16_regs(0x01)),
+        BatchChip("mmc35240", "mmc35240", 0x30, "mmc35240",
+                  [(0x06, 0x01)],                # STATUS: measurement done
+                  {"mmc35240": {"magn": (32768 + 512, 32768 - 1024, 32768 + 2048)}},
+                  {"mmc35240": {"magn": (32768 - 768, 32768 + 1536, 32768 - 256)}},
+                  _le16_regs(0x00), raw_fn=mmc35240_raw),
+        BatchChip("bmc150_magn", "bmc150_magn", 0x10, "bmc150_magn_i2c",
+                  [(0x40, 0x32)] + _bmc150_magn_trims(),
+                  {"bmc150_magn": {"magn": (210, -320, 430)}},
+                  {"bmc150_magn": {"magn": (-240, 350, -460)}},
+                  _bmc150_magn, computed=True),
+        BatchChip("mxc6255", "mxc6255", 0x15, "mxc6255",
+                  [(0x08, 0x05)],
+                  {"mxc6255": {"accel": (23, -34, 0)}},
+                  {"mxc6255": {"accel": (-45, 56, 0)}},
+                  _mxc6255, axes=2),
+    ], [
+        BatchChip("bma400", "bma400", 0x14, "bma400_i2c",
+                  [(0x00, 0x90), (0x1A, 0x08)],  # chip ID; ACC_CONFIG1: ODR 100 Hz, ±2 g
+                  {"bma400": {"accel": (120, -340, 1010)}},
+                  {"bma400": {"accel": (-230, 450, -990)}},
+                  _le16_regs(0x04)),
+        BatchChip("adxl372", "adxl372", 0x53, "adxl372_i2c",
+                  [(0x00, 0xAD), (0x01, 0x1D), (0x02, 0xFA)],   # DEVID, MST DEVID, PARTID
+                  {"adxl372": {"accel": (14, -25, 105)}},
+                  {"adxl372": {"accel": (-36, 47, -98)}},
+                  _be16_regs(0x08, 4)),
+        BatchChip("da280", "da280", 0x27, "da280",
+                  [(0x01, 0x13)],
+                  {"da280": {"accel": (520, -930, 4100)}},
+                  {"da280": {"accel": (-1240, 1350, -4000)}},
+                  _words(0x02, 2), word=True),
+        BatchChip("da311", "da311", 0x26, "da311",
+                  [(0x0F, 0x13)],
+                  {"da311": {"accel": (160, -270, 1020)}},
+                  {"da311": {"accel": (-380, 490, -1000)}},
+                  _words(0xA8, 4), word=True),
+    ]],
+}
+
+BATCH_SENSORS = {
+    "lsm303dlhc_accel": ["accelerometer"], "lsm303dlhc_magn": ["magnetometer"], "l3g4200d": ["gyroscope"],
+    "ak09911": ["magnetometer"], "bma400": ["accelerometer"], "adxl372": ["accelerometer"],
+    "da280": ["accelerometer"], "da311": ["accelerometer"], "dmard09": ["accelerometer"],
+    "mma7455": ["accelerometer"], "mma7660": ["accelerometer"], "stk8ba50": ["accelerometer"],
+    "mag3110": ["magnetometer"], "mmc35240": ["magnetometer"], "bmc150_magn": ["magnetometer"],
+    # two axes only: listed, its accelerometer unusable (IIOMotion needs x, y and z; see unusable)
+    "mxc6255": ["accelerometer"],
+}
+DRIVER_OF.update({
+    "lsm303dlhc_accel": "st_accel", "lsm303dlhc_magn": "st_magn", "l3g4200d": "st_gyro", "ak09911": "ak8975",
+    "bma400": "bma400", "adxl372": "adxl372", "da280": "da280", "da311": "da311", "dmard09": "dmard09",
+    "mma7455": "mma7455", "mma7660": "mma7660", "stk8ba50": "stk8ba50", "mag3110": "mag3110",
+    "mmc35240": "mmc35240", "bmc150_magn": "bmc150_magn", "mxc6255": "mxc6255",
+})
+
+
+def use_batch(chips):
+    """Makes CHIPS, EXPECTED_SENSORS and MODULES those of a batch."""
+    global CHIPS, EXPECTED_SENSORS, MODULES
+    CHIPS = chips
+    EXPECTED_SENSORS = {n: BATCH_SENSORS[n] for c in chips for n in c.sensors}
+    MODULES = [c.module for c in chips]
+
+
+def unusable(name):
+    """Whether IIO device `name` has fewer than the three axes IIOMotion needs (mxc6255): listed,
+    but --once fails naming the missing channel (suite.py t_two_axes)."""
+    return any(name in c.sensors and getattr(c, "axes", 3) < 3 for c in CHIPS)

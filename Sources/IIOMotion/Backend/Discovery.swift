@@ -94,6 +94,7 @@ struct Discovery: Sendable {
             var scale = AxisValues(all: 1)
             var scaleReadable = true
             var scaleFile: String?
+            var scaleCorrection: KernelScaleCorrection?
             var offset = AxisValues(all: 0)
             var offsetFile: String?
             for axis in Axis.allCases {
@@ -102,8 +103,12 @@ struct Discovery: Sendable {
                 do throws(MotionError) {
                     if let (v, file) = try reader.factor(in: ["\(axisStem)_scale", "\(prefix)_scale", "scale"]) {
                         // A driver known to publish its scale in another unit than the ABI's.
-                        scale[axis] = v * KernelQuirks.scaleFactor(deviceName: raw.name, kind: kind, published: v)
-                        if axis == .x { scaleFile = file }
+                        let correction = KernelQuirks.scaleCorrection(deviceName: raw.name, kind: kind, published: v)
+                        scale[axis] = v * (correction?.factor ?? 1)
+                        if axis == .x {
+                            scaleFile = file
+                            scaleCorrection = correction.map { KernelScaleCorrection(published: v, factor: $0.factor, source: $0.source) }
+                        }
                     }
                     if let (v, file) = try reader.factor(in: ["\(axisStem)_offset", "\(prefix)_offset", "offset"]) {
                         offset[axis] = v
@@ -138,7 +143,8 @@ struct Discovery: Sendable {
                 problem: problem, canBuffer: raw.canBuffer, triggerName: trigger,
                 hasTimestampChannel: timestampElement != nil,
                 udevLocation: properties[UdevDatabase.locationProperty].map { String(AttributeText.trimmed($0)) },
-                rejectedUdevMountMatrix: mount.rejected, udevUnavailable: udev.unavailable)
+                rejectedUdevMountMatrix: mount.rejected, udevUnavailable: udev.unavailable,
+                scaleCorrection: scaleCorrection)
             let scanElements = axes.map { c in
                 c.flatMap { c in c.scanIndex.flatMap { i in c.format.map { ScanElement(channel: c.index, scanIndex: i, format: $0) } } }
             }

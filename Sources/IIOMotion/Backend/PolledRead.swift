@@ -45,7 +45,7 @@ enum PolledReader {
                 throw MotionError(code: .invalidAttribute, device: info.deviceDescription, attribute: file,
                                   detail: "\(file) contains \"\(AttributeText.trimmed(text))\", which is not an integer")
             }
-            let si = (Double(value) + info.offset[axis]) * scale[axis]
+            let si = (Double(KernelQuirks.signedRaw(value, deviceName: info.deviceName, kind: info.kind)) + info.offset[axis]) * scale[axis]
             switch axis {
             case .x: raw.x = si
             case .y: raw.y = si

@@ -135,8 +135,21 @@ enum Format {
     }
 
     /// `--list`: a table with a header row, columns padded to their widest cell. MATRIX says where
-    /// the mount matrix in force comes from (``MountMatrixText/cell(_:)``).
+    /// the mount matrix in force comes from (``MountMatrixText/cell(_:)``). Below it, a line per
+    /// sensor whose published scale IIOMotion corrects (``SensorInfo/scaleCorrection``).
     static func table(_ devices: [DeviceInfo]) -> String {
+        let corrections = devices.flatMap { d in
+            d.sensors.compactMap { s in
+                s.scaleCorrection.map { c in
+                    "scale of the \(s.kind) of \(d.id) (\(d.name ?? "-")): \(plain(c.published)) published, "
+                        + "\(plain(c.published * c.factor)) used (the driver's unit is not the ABI's: \(c.source))"
+                }
+            }
+        }
+        return ([rows(devices)] + corrections).joined(separator: "\n")
+    }
+
+    private static func rows(_ devices: [DeviceInfo]) -> String {
         let header = ["DEVICE", "NAME", "LABEL", "SENSORS", "BUFFERED", "SAMPLING", "TRIGGER", "MATRIX"]
         let rows = devices.map { d -> [String] in
             let label = d.label ?? d.location.map { "(location \($0))" } ?? "-"
@@ -158,6 +171,17 @@ enum Format {
     }
 
     // MARK: Numbers
+
+    /// A small or large number without an exponent: 12 decimals at most, trailing zeros dropped
+    /// (`0.000009174`, `62.5`).
+    static func plain(_ d: Double) -> String {
+        var text = fixed(d, 12)
+        if text.contains(".") {
+            while text.hasSuffix("0") { text.removeLast() }
+            if text.hasSuffix(".") { text.removeLast() }
+        }
+        return text
+    }
 
     /// `100` for 100.0, `12.5` for 12.5: for humans, where the trailing `.0` is noise.
     static func shortest(_ d: Double) -> String {
