@@ -103,7 +103,10 @@ public struct KernelOffsets: Sendable, Hashable {
         return values
     }
 
-    /// Writes a sensor's three calibbias files and reads them back.
+    /// Writes a sensor's three calibbias files and reads them back. When a write fails, or a file
+    /// reads back other than written, the files already written are put back to what they held
+    /// before, and the error says so (or says which could not be put back): the device is never
+    /// left with some axes written and others not.
     /// - Parameters:
     ///   - values: x, y, z counts.
     ///   - sensor: an accelerometer or gyroscope.
@@ -111,20 +114,40 @@ public struct KernelOffsets: Sendable, Hashable {
     /// - Throws: ``MotionError`` naming the device and file (``MotionError/Code/permissionDenied``
     ///   when not root), or when a file reads back other than written.
     public static func write(_ values: [Int], to sensor: SensorInfo, uri: String) throws(MotionError) {
+        let before = try read(sensor, uri: uri)
         let (context, index) = try open(sensor, uri: uri)
-        for (file, v) in zip(files(for: sensor.kind), values) {
+        let names = files(for: sensor.kind)
+        /// Puts files `0..<count` back as they were; what happened, for the error's detail.
+        func undo(_ count: Int) -> String {
+            guard count > 0 else { return "" }
+            var back: [String] = [], failed: [String] = []
+            for i in 0..<count {
+                if let e = context.writeDevicePath(index, names[i], String(before[i])) {
+                    failed.append("\(names[i]) (\(e))")
+                } else {
+                    back.append("\(names[i]) = \(before[i])")
+                }
+            }
+            var text = back.isEmpty ? "" : "; put back as found: " + back.joined(separator: ", ")
+            if !failed.isEmpty {
+                text += "; could NOT be put back: " + failed.joined(separator: ", ")
+                    + " (they held " + before.map(String.init).joined(separator: " ") + ")"
+            }
+            return text
+        }
+        for (i, (file, v)) in zip(names, values).enumerated() {
             if let e = context.writeDevicePath(index, file, String(v)) {
                 let root = e.rawValue == EACCES || e.rawValue == EPERM ? " (writing it needs root)" : ""
                 throw MotionError(code: MotionError.code(forErrno: e.rawValue), underlyingErrno: e.rawValue, call: "write",
                                   device: sensor.deviceDescription, attribute: file,
-                                  detail: "\(file) of \(sensor.deviceDescription) cannot be written: \(e)\(root)")
+                                  detail: "\(file) of \(sensor.deviceDescription) cannot be written: \(e)\(root)\(undo(i))")
             }
         }
         let back = try read(sensor, uri: uri)
         if let i = (0..<3).first(where: { back[$0] != values[$0] }) {
-            let file = files(for: sensor.kind)[i]
+            let file = names[i]
             throw MotionError(code: .invalidAttribute, device: sensor.deviceDescription, attribute: file,
-                              detail: "\(file) of \(sensor.deviceDescription) reads \(back[i]) after \(values[i]) was written")
+                              detail: "\(file) of \(sensor.deviceDescription) reads \(back[i]) after \(values[i]) was written\(undo(3))")
         }
     }
 
