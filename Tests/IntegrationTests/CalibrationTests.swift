@@ -245,6 +245,82 @@ struct CalibrationTests {
         #expect(r.out.contains("no calibbias values were written by motion-monitor") && r.out.contains("STATUS=0"), "\(r)")
         #expect(!(try String(contentsOfFile: dir + "/iiomotion/accelerometer-bmi160.txt", encoding: .utf8)).contains("kernel-"))
     }
+
+    @Test("--write-kernel when the second axis cannot be written: the first is put back as found, the user is told, nothing is stored as written")
+    func writeKernelPartial() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let mm = SimHarness.product("motion-monitor")
+        let calibration = "version 1\\nkind accelerometer\\nbias 0.1 -0.2 0.05\\nmatrix 1 0 0 0 1 0 0 0 1\\n"
+        let files = ["x", "y", "z"].map { "/sys/bus/iio/devices/iio:device0/in_accel_\($0)_calibbias" }.joined(separator: " ")
+        let script = """
+        mkdir -p \(dir)/iiomotion
+        printf '\(calibration)' > \(dir)/iiomotion/accelerometer-mpu6050.txt
+        echo FOUND $(for f in \(files); do echo "$(cat $f)"; done)
+        \(mm) calibrate --write-kernel --stored; echo "STATUS=$?"
+        echo AFTER $(for f in \(files); do echo "$(cat $f)"; done)
+        """
+        let r = try SimHarness.run(SimHarness.product("iio-sim"),
+                                   ["--fixture", "mpu6050", "--read-only", "mpu6050/in_accel_y_calibbias", "--", "/bin/sh", "-c", script],
+                                   environment: ["XDG_STATE_HOME": dir])
+        #expect(r.out.contains("FOUND -2838 1702 1366\n"), "\(r)")
+        #expect(r.out.contains("STATUS=77"), "refused, as a write without permission: \(r)")
+        #expect(r.stderr.contains("in_accel_y_calibbias of iio:device0 (mpu6050) cannot be written"), "\(r)")
+        #expect(r.stderr.contains("put back as found: in_accel_x_calibbias = -2838"), "the user is told x was put back: \(r)")
+        #expect(r.out.contains("AFTER -2838 1702 1366\n"), "x restored, y and z untouched: \(r)")
+        let text = try String(contentsOfFile: dir + "/iiomotion/accelerometer-mpu6050.txt", encoding: .utf8)
+        #expect(!text.contains("kernel-") && text.contains("bias 0.1 -0.2 0.05"), "the stored calibration is unchanged: \(text)")
+    }
+
+    @Test("Which readings are calibrated: the JSON lines' first record, --once --json, --list --json, and the comment line of a log appended to")
+    func calibrationSaid() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let mm = SimHarness.product("motion-monitor")
+        let calibration = "version 1\\nkind accelerometer\\nbias 0.1 0 0\\nmatrix 1 0 0 0 1 0 0 0 1\\n"
+        let script = """
+        mkdir -p \(dir)/iiomotion
+        printf '\(calibration)' > \(dir)/iiomotion/accelerometer-bmi160.txt
+        \(mm) --json --interval 0 --count 2 --sensor all | sed 's/^/JSON /'
+        \(mm) --json --interval 0 --count 2 --sensor accelerometer --uncalibrated | sed 's/^/UNCAL /'
+        \(mm) --once --json --sensor accelerometer | sed 's/^/ONCE /'
+        \(mm) --list --json | sed 's/^/LIST /'
+        \(mm) --csv \(dir)/log.csv --sensor accelerometer --count 2 --quiet; echo "FIRST=$?"
+        \(mm) --csv \(dir)/log.csv --append --sensor accelerometer --count 2 --quiet --uncalibrated; echo "SECOND=$?"
+        rm \(dir)/iiomotion/accelerometer-bmi160.txt
+        \(mm) --csv \(dir)/log.csv --append --sensor accelerometer --count 2 --quiet; echo "THIRD=$?"
+        \(mm) --json --interval 0 --count 2 --sensor accelerometer | sed 's/^/NONE /'
+        \(mm) plot \(dir)/log.csv -o \(dir)/log.svg; echo "PLOT=$?"
+        """
+        let r = try SimHarness.run(SimHarness.product("iio-sim"), ["--fixture", "bmi160", "--", "/bin/sh", "-c", script],
+                                   environment: ["XDG_STATE_HOME": dir])
+        let lines = r.out.split(separator: "\n").map(String.init)
+        func first(_ tag: String) -> String? { lines.first { $0.hasPrefix(tag + " ") }.map { String($0.dropFirst(tag.count + 1)) } }
+        let since = #""created":"1970-01-01 00:00:00 UTC""#
+        #expect(first("JSON") == #"{"calibration":{"accelerometer":{"calibrated":true,"# + since + #"},"gyroscope":{"calibrated":false}}}"#, "\(r)")
+        #expect(lines.filter { $0.hasPrefix("JSON ") }.dropFirst().allSatisfy { $0.contains(#""sensor":"#) }, "readings follow the record: \(r)")
+        #expect(first("UNCAL") == #"{"calibration":{"accelerometer":{"calibrated":false,"# + since + #","uncalibrated":true}}}"#, "\(r)")
+        #expect(first("ONCE") == #"{"calibration":{"accelerometer":{"calibrated":true,"# + since + "}}}", "\(r)")
+        #expect(lines.filter { $0.hasPrefix("ONCE ") }.count == 2, "the record, then the reading: \(r)")
+        // --list --json: every device's accelerometer and gyroscope, with the file in force.
+        let list = try #require(first("LIST"), "\(r)")
+        let parsed = try JSONSerialization.jsonObject(with: Data(list.utf8))
+        let devices = try #require(parsed as? [[String: Any]], "\(list)")
+        let cal = try #require(devices.first?["calibration"] as? [String: [String: Any]], "\(list)")
+        #expect(cal["accelerometer"]?["calibrated"] as? Bool == true, "\(list)")
+        #expect(cal["accelerometer"]?["file"] as? String == dir + "/iiomotion/accelerometer-bmi160.txt", "\(list)")
+        #expect(cal["gyroscope"]?["calibrated"] as? Bool == false, "\(list)")
+        // Without any calibration there is no record (the readings are the kernel's, as always).
+        #expect(first("NONE")?.hasPrefix(#"{"sensor":"accelerometer""#) == true, "\(r)")
+        // The log: a comment line for each run's rows, appended ones included.
+        #expect(r.out.contains("FIRST=0") && r.out.contains("SECOND=0") && r.out.contains("THIRD=0"), "\(r)")
+        let log = try String(contentsOfFile: dir + "/log.csv", encoding: .utf8).split(separator: "\n").map(String.init)
+        let comments = log.enumerated().filter { $0.element.hasPrefix("#") }
+        #expect(comments.map(\.element) == ["# accelerometer calibrated 1970-01-01 00:00:00 UTC",
+                                             "# accelerometer uncalibrated (--uncalibrated)", "# accelerometer uncalibrated"], "\(log)")
+        #expect(comments.map(\.offset) == [1, 4, 7], "each comment heads its run's two rows: \(log)")
+        #expect(r.out.contains("PLOT=0"), "plot reads a log with comment lines: \(r)")
+    }
 }
 
 private enum CalibrationRuns {
