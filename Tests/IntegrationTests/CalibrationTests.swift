@@ -246,6 +246,45 @@ struct CalibrationTests {
         #expect(!(try String(contentsOfFile: dir + "/iiomotion/accelerometer-bmi160.txt", encoding: .utf8)).contains("kernel-"))
     }
 
+    @Test("--write-kernel on adxl345 (6.1: OFS × 4 in data counts, 8 bits): offsets in steps of 4 counts, readings right, too large refused, --restore-kernel")
+    func writeKernelADXL345() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // adxl345 as 6.1's adxl345_core shows it: no buffer, raw in full-resolution counts of
+        // 38300 µm/s², calibbias the OFS registers × 4 (here found at 2, -1, 0).
+        let fixture = """
+        {"description": "adxl345 as 6.1's adxl345_core.c publishes it (no buffer)", "triggers": [],
+         "devices": [{"name": "adxl345", "channels": [{"id": "accel_x"}, {"id": "accel_y"}, {"id": "accel_z"}],
+           "attributes": {"in_accel_scale": "0.038300", "in_accel_sampling_frequency": "100.000000000",
+             "in_accel_x_calibbias": "8", "in_accel_y_calibbias": "-4", "in_accel_z_calibbias": "0"}}]}
+        """
+        try fixture.write(toFile: dir + "/adxl345.json", atomically: true, encoding: .utf8)
+        let g = MotionScript.g
+        let offset = [60.0, -45.0, 25.0]  // mg, what the chip reads at rest beside gravity
+        let r = try CalibrationRuns.kernelRun(dir: dir, fixture: dir + "/adxl345.json", accelOffsetMG: offset, device: "adxl345",
+                                              accelFiles: true, gyroFiles: false, tooLarge: "30 0 0")
+        // 60 mg = 15.4 counts → 16 (4 to a register step); -45 mg = -11.5 → -12; 25 mg = 6.4 → 8.
+        #expect(try CalibrationRuns.values(r, "FOUND") == [8, -4, 0])
+        #expect(try CalibrationRuns.values(r, "WRITTEN") == [8 - 16, -4 + 12, 0 - 8], "\(r)")
+        #expect(r.out.contains("STATUS=0") && r.out.contains("RESTORE=0"), "\(r)")
+        // The registers took all but the rounding: uncalibrated readings are off by less than
+        // half a step (2 counts, 7.8 mg) plus a data count's rounding; calibrated ones are right
+        // to a data count's rounding (3.9 mg / 2).
+        let raw = try CalibrationRuns.mean(r.out, prefix: "RAW ", least: 1)
+        let cal = try CalibrationRuns.mean(r.out, prefix: "CAL ", least: 1)
+        let truth = Vec3(0, 0, g)
+        for i in 0..<3 {
+            #expect(abs(raw[i] - truth[i]) / g * 1000 < 7.9 + 2, "uncalibrated \(i): \((raw[i] - truth[i]) / g * 1000) mg")
+            #expect(abs(raw[i] - truth[i]) / g * 1000 < abs(offset[i]) - 10, "the registers took the offset out \(i)")
+            #expect(abs(cal[i] - truth[i]) / g * 1000 < 2.0, "calibrated \(i): \((cal[i] - truth[i]) / g * 1000) mg")
+        }
+        // 30 m/s² needs 783 counts: more than the 8-bit register holds (508), refused before writing.
+        #expect(r.out.contains("BIG=65") || r.out.contains("BIG=69") || r.out.contains("BIG=74"), "\(r)")
+        #expect(r.stderr.contains("outside what the register holds (-512…508"), "\(r)")
+        #expect(try CalibrationRuns.values(r, "UNTOUCHED") == [8 - 16, -4 + 12, 0 - 8], "\(r)")
+        #expect(try CalibrationRuns.values(r, "RESTORED") == [8, -4, 0], "\(r)")
+    }
+
     @Test("--write-kernel when the second axis cannot be written: the first is put back as found, the user is told, nothing is stored as written")
     func writeKernelPartial() throws {
         let dir = try SimHarness.temporaryDirectory()
@@ -342,6 +381,59 @@ private enum CalibrationRuns {
          "--accel-misalignment", misalignment,
          "--gyro-bias", "\(gyroBias.x),\(gyroBias.y),\(gyroBias.z)",
          "--accel-noise", "0.01", "--gyro-noise", "0.001"]
+    }
+
+    /// A run of `calibrate --write-kernel --stored` under iio-sim with `fixture` lying still z up:
+    /// a calibration whose bias is the simulator's accelerometer offset (and gyroscope bias) is
+    /// stored, written into the registers, readings are taken uncalibrated (RAW) and calibrated
+    /// (CAL), a calibration too large for the registers (`tooLarge`, m/s²) is refused (BIG=,
+    /// UNTOUCHED), and --restore-kernel puts the registers back (RESTORE=, RESTORED). FOUND and
+    /// WRITTEN list the accelerometer's calibbias, then the gyroscope's.
+    static func kernelRun(dir: String, fixture: String, accelOffsetMG: [Double], device: String, accelFiles: Bool,
+                          gyroFiles: Bool, tooLarge: String, gyroDevice: String? = nil) throws -> SimHarness.Result {
+        let mm = SimHarness.product("motion-monitor")
+        let g = MotionScript.g
+        var files: [String] = []
+        if accelFiles { files += ["x", "y", "z"].map { "/sys/bus/iio/devices/iio:device0/in_accel_\($0)_calibbias" } }
+        if gyroFiles {
+            let n = gyroDevice == nil ? 0 : 1
+            files += ["x", "y", "z"].map { "/sys/bus/iio/devices/iio:device\(n)/in_anglvel_\($0)_calibbias" }
+        }
+        let list = files.joined(separator: " ")
+        let bias = accelOffsetMG.map { "\($0 / 1000 * g)" }.joined(separator: " ")
+        let gbias = "\(gyroBias.x) \(gyroBias.y) \(gyroBias.z)"
+        func calibration(_ kind: String, _ b: String) -> String { "version 1\\nkind \(kind)\\nbias \(b)\\nmatrix 1 0 0 0 1 0 0 0 1\\n" }
+        var store = "printf '\(calibration("accelerometer", bias))' > \(dir)/iiomotion/accelerometer-\(device).txt\n"
+        if gyroFiles { store += "printf '\(calibration("gyroscope", gbias))' > \(dir)/iiomotion/gyroscope-\(gyroDevice ?? device).txt\n" }
+        let script = """
+        mkdir -p \(dir)/iiomotion
+        \(store)
+        show() { echo "$1" $(for f in \(list); do echo "$(cat $f)"; done); }
+        show FOUND
+        \(mm) calibrate --write-kernel --stored; echo "STATUS=$?"
+        show WRITTEN
+        for i in 1 2 3; do \(mm) --once --json --si --sensor accelerometer --uncalibrated | sed 's/^/RAW /'; done
+        for i in 1 2 3; do \(mm) --once --json --si --sensor accelerometer | sed 's/^/CAL /'; done
+        \(mm) --once --json --si --sensor gyroscope | sed 's/^/GYRO /'
+        cp \(dir)/iiomotion/accelerometer-\(device).txt \(dir)/written.txt
+        printf '\(calibration("accelerometer", tooLarge))' > \(dir)/iiomotion/accelerometer-\(device).txt
+        \(mm) calibrate --write-kernel --stored; echo "BIG=$?"
+        show UNTOUCHED
+        cp \(dir)/written.txt \(dir)/iiomotion/accelerometer-\(device).txt
+        \(mm) calibrate --restore-kernel; echo "RESTORE=$?"
+        show RESTORED
+        """
+        return try SimHarness.run(SimHarness.product("iio-sim"),
+                                  ["--fixture", fixture, "--motion", "still:up=z",
+                                   "--accel-offset", accelOffsetMG.map { "\($0)" }.joined(separator: ","),
+                                   "--gyro-bias", "\(gyroBias.x),\(gyroBias.y),\(gyroBias.z)", "--", "/bin/sh", "-c", script],
+                                  environment: ["XDG_STATE_HOME": dir])
+    }
+
+    /// The numbers after `tag` on its line of the output.
+    static func values(_ r: SimHarness.Result, _ tag: String) throws -> [Double] {
+        let line = try #require(r.out.split(separator: "\n").first { $0.hasPrefix(tag + " ") }, "no \(tag) line: \(r)")
+        return line.split(separator: " ").dropFirst().compactMap { Double($0) }
     }
 
     /// A calibration file's bias and matrix.
