@@ -145,7 +145,7 @@ enum Calibrate {
             Console.error("motion-monitor calibrate: \(why)")
             return ExitStatus.unavailable
         }
-        let gyro = manager.sensor(.gyroscope).flatMap { $0.isAvailable && $0.deviceID == accel.deviceID ? $0 : nil }
+        let gyro = manager.sensor(.gyroscope).flatMap { $0.isAvailable && sameChip(accel, $0) ? $0 : nil }
         let sensors = [accel] + (gyro.map { [$0] } ?? [])
         if options.restoreKernel {
             return KernelStep.restore(sensors, options: options)
@@ -158,6 +158,18 @@ enum Calibrate {
         }
         var run = Run(options: options, manager: manager, accel: accel, gyro: gyro)
         return run.go()
+    }
+
+    /// Whether a gyroscope belongs to the accelerometer's chip: the same IIO device, or the two
+    /// devices a driver makes of one chip (inv_icm42600's `icm42605-accel` and `icm42605-gyro`,
+    /// st_lsm6dsx's `lsm6dso_accel` and `lsm6dso_gyro`).
+    static func sameChip(_ accel: SensorInfo, _ gyro: SensorInfo) -> Bool {
+        if accel.deviceID == gyro.deviceID { return true }
+        guard let a = accel.deviceName, let g = gyro.deviceName else { return false }
+        for (sa, sg) in [("-accel", "-gyro"), ("_accel", "_gyro")] where a.hasSuffix(sa) && g.hasSuffix(sg) {
+            return a.dropLast(sa.count) == g.dropLast(sg.count)
+        }
+        return false
     }
 
     static func showOrForget(_ sensors: [SensorInfo], options: Options) -> Int32 {

@@ -285,6 +285,53 @@ struct CalibrationTests {
         #expect(try CalibrationRuns.values(r, "RESTORED") == [8, -4, 0], "\(r)")
     }
 
+    @Test("--write-kernel on inv_icm42600 (6.1: SI values of 12-bit registers, 0.5 mg and 1/32 °/s): accelerometer and gyroscope, readings right, too large refused, --restore-kernel")
+    func writeKernelICM42600() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // An ICM-42605 as 6.1's inv_icm42600 publishes it: two devices, calibbias in m/s² (micro)
+        // and rad/s (nano); here found at 1, -2, 0 and 1, 0, -2 counts.
+        let fixture = """
+        {"description": "icm42605 as 6.1's inv_icm42600 publishes it (polled)", "triggers": [],
+         "devices": [
+          {"name": "icm42605-accel", "channels": [{"id": "accel_x"}, {"id": "accel_y"}, {"id": "accel_z"}],
+           "attributes": {"in_accel_scale": "0.004788403", "in_accel_x_calibbias": "0.004903",
+             "in_accel_y_calibbias": "-0.009807", "in_accel_z_calibbias": "0.000000"}},
+          {"name": "icm42605-gyro", "channels": [{"id": "anglvel_x"}, {"id": "anglvel_y"}, {"id": "anglvel_z"}],
+           "attributes": {"in_anglvel_scale": "0.001065264", "in_anglvel_x_calibbias": "0.000545415",
+             "in_anglvel_y_calibbias": "0.000000000", "in_anglvel_z_calibbias": "-0.001090831"}}]}
+        """
+        try fixture.write(toFile: dir + "/icm42605.json", atomically: true, encoding: .utf8)
+        let g = MotionScript.g
+        let offset = [30.0, -50.0, 20.0]
+        let r = try CalibrationRuns.kernelRun(dir: dir, fixture: dir + "/icm42605.json", accelOffsetMG: offset, device: "icm42605-accel",
+                                              accelFiles: true, gyroFiles: true, tooLarge: "30 0 0", gyroDevice: "icm42605-gyro")
+        let accelUnit = g * 0.0005, gyroUnit = Double.pi / 180 / 32
+        func counts(_ tag: String) throws -> [Int] {
+            let v = try CalibrationRuns.values(r, tag)
+            try #require(v.count == 6, "\(tag): \(r)")
+            return v.enumerated().map { Int(($0.element / ($0.offset < 3 ? accelUnit : gyroUnit)).rounded()) }
+        }
+        #expect(try counts("FOUND") == [1, -2, 0, 1, 0, -2], "\(r)")
+        // 30, -50, 20 mg are 60, -100, 40 counts; 0.01, -0.02, 0.005 rad/s are 18, -37, 9.
+        #expect(try counts("WRITTEN") == [1 - 60, -2 + 100, 0 - 40, 1 - 18, 0 + 37, -2 - 9], "\(r)")
+        #expect(r.out.contains("STATUS=0") && r.out.contains("RESTORE=0"), "\(r)")
+        let raw = try CalibrationRuns.mean(r.out, prefix: "RAW ", least: 1)
+        let cal = try CalibrationRuns.mean(r.out, prefix: "CAL ", least: 1)
+        let truth = Vec3(0, 0, g)
+        for i in 0..<3 {
+            #expect(abs(raw[i] - truth[i]) / g * 1000 < 1, "uncalibrated \(i), the registers took the offset: \((raw[i] - truth[i]) / g * 1000) mg")
+            #expect(abs(cal[i] - truth[i]) / g * 1000 < 0.5, "calibrated \(i): \((cal[i] - truth[i]) / g * 1000) mg")
+        }
+        let rate = try CalibrationRuns.mean(r.out, prefix: "GYRO ", least: 1)
+        for i in 0..<3 { #expect(abs(rate[i]) < 0.0006, "calibrated rotation rate \(i): \(rate[i]) rad/s") }
+        // 30 m/s² is 6118 counts: more than the 12-bit register holds.
+        #expect(r.stderr.contains("outside what the register holds (-2048…2047"), "\(r)")
+        #expect(try counts("UNTOUCHED") == [1 - 60, -2 + 100, 0 - 40, 1 - 18, 0 + 37, -2 - 9], "\(r)")
+        #expect(try counts("RESTORED") == [1, -2, 0, 1, 0, -2], "\(r)")
+        #expect(r.out.contains("RESTORED 0.004903 -0.009807 0.000000 0.000545415 0.000000000 -0.001090831"), "as found, text and all: \(r)")
+    }
+
     @Test("--write-kernel when the second axis cannot be written: the first is put back as found, the user is told, nothing is stored as written")
     func writeKernelPartial() throws {
         let dir = try SimHarness.temporaryDirectory()
