@@ -74,8 +74,11 @@ enum Calibrate {
                                calibbias files first, see --restore-kernel), and exit
           --write-kernel       also move the offsets into the driver's own registers (the
                                in_accel_*_calibbias, in_anglvel_*_calibbias files: mpu6050,
-                               mpu6000, mpu9150; root), keeping what they held to restore it; the
-                               stored calibration keeps only what the registers did not take
+                               mpu6000, mpu9150, adxl345, adxl375, adxl312/313/314, icm42600/
+                               42602/42605/42622; root), keeping what they held to restore it;
+                               an offset the registers cannot hold is refused before writing, and
+                               if one file cannot be written those already written are put back;
+                               the stored calibration keeps only what the registers did not take
           --stored             with --write-kernel: the stored calibration's offsets, no measuring
           --restore-kernel     write back the calibbias values found before --write-kernel, put
                                the offsets back into the stored calibration, and exit
