@@ -264,8 +264,8 @@ struct CalibrationTests {
         let r = try CalibrationRuns.kernelRun(dir: dir, fixture: dir + "/adxl345.json", accelOffsetMG: offset, device: "adxl345",
                                               accelFiles: true, gyroFiles: false, tooLarge: "30 0 0")
         // 60 mg = 15.4 counts → 16 (4 to a register step); -45 mg = -11.5 → -12; 25 mg = 6.4 → 8.
-        #expect(try CalibrationRuns.values(r, "FOUND") == [8, -4, 0])
-        #expect(try CalibrationRuns.values(r, "WRITTEN") == [8 - 16, -4 + 12, 0 - 8], "\(r)")
+        #expect(try CalibrationRuns.values(r, "FOUND") == [8, -4, 0] as [Double])
+        #expect(try CalibrationRuns.values(r, "WRITTEN") == [8 - 16, -4 + 12, 0 - 8] as [Double], "\(r)")
         #expect(r.out.contains("STATUS=0") && r.out.contains("RESTORE=0"), "\(r)")
         // The registers took all but the rounding: uncalibrated readings are off by less than
         // half a step (2 counts, 7.8 mg) plus a data count's rounding; calibrated ones are right
@@ -281,8 +281,8 @@ struct CalibrationTests {
         // 30 m/s² needs 783 counts: more than the 8-bit register holds (508), refused before writing.
         #expect(r.out.contains("BIG=65") || r.out.contains("BIG=69") || r.out.contains("BIG=74"), "\(r)")
         #expect(r.stderr.contains("outside what the register holds (-512…508"), "\(r)")
-        #expect(try CalibrationRuns.values(r, "UNTOUCHED") == [8 - 16, -4 + 12, 0 - 8], "\(r)")
-        #expect(try CalibrationRuns.values(r, "RESTORED") == [8, -4, 0], "\(r)")
+        #expect(try CalibrationRuns.values(r, "UNTOUCHED") == [8 - 16, -4 + 12, 0 - 8] as [Double], "\(r)")
+        #expect(try CalibrationRuns.values(r, "RESTORED") == [8, -4, 0] as [Double], "\(r)")
     }
 
     @Test("--write-kernel on inv_icm42600 (6.1: SI values of 12-bit registers, 0.5 mg and 1/32 °/s): accelerometer and gyroscope, readings right, too large refused, --restore-kernel")
