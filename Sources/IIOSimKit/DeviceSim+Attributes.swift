@@ -40,28 +40,95 @@ extension DeviceSim {
         var shifts: [Double] = []
         for ch in channels {
             let file = "in_\(ch.spec.id)_calibbias"
-            guard let unit = Self.calibbiasUnit(driver: spec.name, type: ch.typeName), let now = number([file]),
-                  let found = spec.attributes[file].flatMap({ Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+            guard let model = Self.calibbiasModel(driver: spec.name, type: ch.typeName), let now = read(file).flatMap(model.si),
+                  let found = spec.attributes[file].flatMap(model.si) else {
                 shifts.append(0)
                 continue
             }
-            shifts.append((now - found) * unit)
+            shifts.append(now - found)
         }
         state.withLock { $0.calibration = Calibration(scale: scales, offset: offsets, mount: mounts, calibbiasShift: shifts) }
     }
 
-    /// SI units per calibbias count of the drivers whose registers the simulator models; the
-    /// chip adds `count · unit` to its output. inv_mpu6050 on an MPU-6000/6050/9150: the 16-bit
-    /// offset registers as they are (`inv_mpu6050_sensor_set`), 1/2048 g per count for the
-    /// accelerometer and 1/32.8 °/s for the gyroscope, whatever range is configured (InvenSense,
-    /// "MPU Hardware Offset Registers Application Note").
-    static func calibbiasUnit(driver: String, type: String) -> Double? {
-        guard ["mpu6050", "mpu6000", "mpu9150"].contains(driver) else { return nil }
-        switch type {
-        case "accel": return MotionScript.g / 2048
-        case "anglvel": return Double.pi / 180 / 32.8
-        default: return nil
+    /// The integer the IIO core passes an `IIO_VAL_INT` driver for a written value (the fraction dropped).
+    @Sendable static func integerPart(_ v: Double) -> Int64 { Int64(v.rounded(.towardZero)) }
+
+    /// A driver's calibbias as the simulator models it: what a count adds to the chip's output,
+    /// and how a written value becomes the register's contents and the file's text.
+    struct CalibbiasModel: Sendable {
+        /// SI units (m/s², rad/s) per register count.
+        var unit: Double
+        /// The file shows SI values (count × unit to `decimals` places) rather than counts.
+        var showsSI = false
+        var decimals = 0
+        /// The register's count for a written value; nil when the driver returns EINVAL.
+        var store: @Sendable (Double) -> Int64?
+        /// The file's text for a register count.
+        func show(_ count: Int64) -> String {
+            guard showsSI else { return String(count) }
+            let v = Double(count) * unit
+            var p = 1.0
+            for _ in 0..<decimals { p *= 10 }
+            let n = Int64((abs(v) * p).rounded()), ip = Int64(p)
+            let fraction = String(n % ip)
+            return (v < 0 && n != 0 ? "-" : "") + String(n / ip) + "." + String(repeating: "0", count: decimals - fraction.count) + fraction
         }
+        /// A file's text in SI units.
+        func si(_ text: String) -> Double? {
+            guard let v = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)), v.isFinite else { return nil }
+            return showsSI ? v : v * unit
+        }
+    }
+
+    /// The calibbias of the drivers whose registers the simulator models (the chip adds
+    /// `count · unit` to its output), as 6.1's drivers read and write them:
+    /// - inv_mpu6050 on an MPU-6000/6050/9150: the 16-bit offset registers as they are
+    ///   (`inv_mpu6050_sensor_set`), 1/2048 g per count for the accelerometer and 1/32.8 °/s for the
+    ///   gyroscope, whatever range is configured (InvenSense, "MPU Hardware Offset Registers
+    ///   Application Note").
+    /// - adxl345/adxl375: the 8-bit OFS register shown × 4, written as `val / 4` (C division)
+    ///   truncated to 8 bits without a range check (adxl345_core.c:123-133, :158-165); a count is
+    ///   the data scale, 38300 or 480000 µm/s² (:55, :61).
+    /// - adxl312/313/314: the same × 4, −512…508 or EINVAL (adxl313_core.c:273-316), counts of the
+    ///   data scale (:100-118).
+    /// - inv_icm42600 (`<chip>-accel`, `<chip>-gyro`): SI values, EINVAL outside ±10.04 m/s² or
+    ///   ±1.117 rad/s, rounded to the nearest count (0.5 mg, 1/32 °/s) and clamped to 12 bits,
+    ///   shown to micro or nano (inv_icm42600_accel.c:351-493, inv_icm42600_gyro.c:367-505).
+    static func calibbiasModel(driver: String, type: String) -> CalibbiasModel? {
+        let g = MotionScript.g
+        let int = Self.integerPart
+        switch (driver, type) {
+        case ("mpu6050", "accel"), ("mpu6000", "accel"), ("mpu9150", "accel"):
+            return CalibbiasModel(unit: g / 2048, store: { Int64(Int16(truncatingIfNeeded: int($0))) })
+        case ("mpu6050", "anglvel"), ("mpu6000", "anglvel"), ("mpu9150", "anglvel"):
+            return CalibbiasModel(unit: Double.pi / 180 / 32.8, store: { Int64(Int16(truncatingIfNeeded: int($0))) })
+        case ("adxl345", "accel"), ("adxl375", "accel"):
+            return CalibbiasModel(unit: driver == "adxl345" ? 0.0383 : 0.48,
+                                  store: { Int64(Int8(truncatingIfNeeded: int($0) / 4)) * 4 })
+        case ("adxl312", "accel"), ("adxl313", "accel"), ("adxl314", "accel"):
+            let unit = ["adxl312": 0.028425072, "adxl313": 0.009576806, "adxl314": 0.478858719][driver]!
+            return CalibbiasModel(unit: unit, store: { v in (-512...508).contains(int(v)) ? int(v) / 4 * 4 : nil })
+        default:
+            break
+        }
+        let chips = ["icm42600", "icm42602", "icm42605", "icm42622"]
+        let chip = driver.split(separator: "-").first.map(String.init) ?? ""
+        guard chips.contains(chip) else { return nil }
+        if type == "accel", driver == chip + "-accel" {
+            let unit = g * 0.0005
+            return CalibbiasModel(unit: unit, showsSI: true, decimals: 6, store: { v in
+                guard v >= -10.042010, v <= 10.037106 else { return nil }
+                return max(-2048, min(2047, Int64((v / unit).rounded())))
+            })
+        }
+        if type == "anglvel", driver == chip + "-gyro" {
+            let unit = Double.pi / 180 / 32
+            return CalibbiasModel(unit: unit, showsSI: true, decimals: 9, store: { v in
+                guard v >= -1.117010721, v <= 1.116465306 else { return nil }
+                return max(-2048, min(2047, Int64((v / unit).rounded())))
+            })
+        }
+        return nil
     }
 
     /// The sampling frequency in force for the given channel types (the highest, as one data-ready
@@ -119,16 +186,19 @@ extension DeviceSim {
         default:
             if file.hasSuffix("sampling_frequency") {
                 snapFrequency(file, simulator: simulator)
-            } else if file.hasSuffix("calibbias"), Self.calibbiasUnit(driver: spec.name, type: "accel") != nil {
-                // inv_mpu6050: the IIO core parses an integer part (a fraction is dropped), the
-                // driver writes its low 16 bits big-endian and show() reads the register back.
+            } else if file.hasSuffix("calibbias"),
+                      let model = Self.calibbiasModel(driver: spec.name, type: file.hasPrefix("in_anglvel") ? "anglvel" : "accel") {
+                // The IIO core parses the value (an integer driver drops a fraction), the driver
+                // stores what its register holds and show() reads that back.
                 if let text = read(file) {
                     let v = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)).flatMap { $0.isFinite && abs($0) < 9e18 ? $0 : nil }
-                    let register = v.map { String(Int16(truncatingIfNeeded: Int64($0.rounded(.towardZero)))) }
-                    if let register, register != text { try? write(file, register) }
-                    if register == nil {
-                        simulator.warn("\(id): \(file) = \"\(text)\" is not a number (the kernel returns EINVAL)")
-                        try? write(file, spec.attributes[file] ?? "0")
+                    let register = v.flatMap { model.store($0) }.map { model.show($0) }
+                    if let register {
+                        if register != text { try? write(file, register) }
+                        state.withLock { $0.calibbias[file] = register }
+                    } else {
+                        simulator.warn("\(id): \(file) = \"\(text)\" is \(v == nil ? "not a number" : "out of the register's range") (the kernel returns EINVAL)")
+                        try? write(file, state.withLock { $0.calibbias[file] } ?? spec.attributes[file] ?? "0")
                     }
                 }
                 reloadCalibration()

@@ -32,7 +32,7 @@ struct Calibration: Sendable {
     var offset: [Double]
     var mount: [String: Mat3]
     /// Per channel: what the chip adds to its output (SI, chip axes) because its calibbias
-    /// register differs from the value the fixture started with (see ``DeviceSim/calibbiasUnit``).
+    /// register differs from the value the fixture started with (see ``DeviceSim/calibbiasModel(driver:type:)``).
     var calibbiasShift: [Double] = []
 }
 
@@ -72,6 +72,9 @@ final class DeviceSim: Sendable {
         var pinned: Set<String> = []
         /// Digits after the decimal point of each frequency-like file as first written.
         var decimals: [String: Int] = [:]
+        /// What each calibbias file held after the last write the driver took (restored when it
+        /// refuses one).
+        var calibbias: [String: String] = [:]
     }
 
     init(number: Int, spec: Fixture.Device, fixture: Fixture, root: String, options: SimulationOptions,

@@ -74,8 +74,11 @@ enum Calibrate {
                                calibbias files first, see --restore-kernel), and exit
           --write-kernel       also move the offsets into the driver's own registers (the
                                in_accel_*_calibbias, in_anglvel_*_calibbias files: mpu6050,
-                               mpu6000, mpu9150; root), keeping what they held to restore it; the
-                               stored calibration keeps only what the registers did not take
+                               mpu6000, mpu9150, adxl345, adxl375, adxl312/313/314, icm42600/
+                               42602/42605/42622; root), keeping what they held to restore it;
+                               an offset the registers cannot hold is refused before writing, and
+                               if one file cannot be written those already written are put back;
+                               the stored calibration keeps only what the registers did not take
           --stored             with --write-kernel: the stored calibration's offsets, no measuring
           --restore-kernel     write back the calibbias values found before --write-kernel, put
                                the offsets back into the stored calibration, and exit
@@ -145,7 +148,7 @@ enum Calibrate {
             Console.error("motion-monitor calibrate: \(why)")
             return ExitStatus.unavailable
         }
-        let gyro = manager.sensor(.gyroscope).flatMap { $0.isAvailable && $0.deviceID == accel.deviceID ? $0 : nil }
+        let gyro = manager.sensor(.gyroscope).flatMap { $0.isAvailable && sameChip(accel, $0) ? $0 : nil }
         let sensors = [accel] + (gyro.map { [$0] } ?? [])
         if options.restoreKernel {
             return KernelStep.restore(sensors, options: options)
@@ -158,6 +161,18 @@ enum Calibrate {
         }
         var run = Run(options: options, manager: manager, accel: accel, gyro: gyro)
         return run.go()
+    }
+
+    /// Whether a gyroscope belongs to the accelerometer's chip: the same IIO device, or the two
+    /// devices a driver makes of one chip (inv_icm42600's `icm42605-accel` and `icm42605-gyro`,
+    /// st_lsm6dsx's `lsm6dso_accel` and `lsm6dso_gyro`).
+    static func sameChip(_ accel: SensorInfo, _ gyro: SensorInfo) -> Bool {
+        if accel.deviceID == gyro.deviceID { return true }
+        guard let a = accel.deviceName, let g = gyro.deviceName else { return false }
+        for (sa, sg) in [("-accel", "-gyro"), ("_accel", "_gyro")] where a.hasSuffix(sa) && g.hasSuffix(sg) {
+            return a.dropLast(sa.count) == g.dropLast(sg.count)
+        }
+        return false
     }
 
     static func showOrForget(_ sensors: [SensorInfo], options: Options) -> Int32 {

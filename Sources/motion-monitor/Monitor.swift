@@ -58,7 +58,7 @@ enum Monitor {
             devices = devices.filter { $0.sensors.contains { kinds.contains($0.kind) } }
         }
         if options.json {
-            Console.out(Format.json(devices))
+            Console.out(Format.json(devices) { CalibrationNotes.json($0, uri: options.uri, uncalibrated: options.uncalibrated) })
         } else if devices.isEmpty {
             Console.error("No IIO devices with motion sensors at \(options.uri).")
         } else {
@@ -96,6 +96,9 @@ enum Monitor {
         let kinds = options.kinds.filter { !options.sensor.isOptional($0) || manager.sensor($0) != nil }
         let outcomes = kinds.map { kind in (kind: kind, outcome: sample(kind, from: manager)) }
         var report = Report.once(outcomes, json: options.json, units: options.units)
+        if options.json, let record = CalibrationNotes.jsonRecord(manager, kinds: kinds, uncalibrated: options.uncalibrated) {
+            report.stdout.insert(record, at: 0)
+        }
         report.stderr = MountMatrixText.notes(kinds.compactMap { manager.sensor($0) }, sayNoUdev: false) + report.stderr
         if options.device != nil, outcomes.allSatisfy({ if case .missing = $0.outcome { true } else { false } }) {
             report.stderr.append(noMatchHint(options, manager))

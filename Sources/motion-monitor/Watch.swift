@@ -94,6 +94,9 @@ enum Watch {
         // In the live view the availability messages are shown in place of the panels, and
         // repeated on stderr once the terminal is given back.
         if !live { _ = io.emit(report) }
+        if display == .json, let record = CalibrationNotes.jsonRecord(manager, kinds: kinds, uncalibrated: options.uncalibrated) {
+            _ = io.stdout.control(record + "\n")
+        }
 
         let queue = DispatchQueue(label: "motion-monitor.session")
         var log: CSVLog?
@@ -101,7 +104,8 @@ enum Watch {
             do throws(CSVLog.OpenError) {
                 log = try CSVLog(path: path, force: options.force, append: options.append, queue: queue, stdout: io.stdout,
                                  rotation: options.csvRotate, keep: options.keep, note: { [io] in io.error($0) },
-                                 comment: CalibrationNotes.csvComment(manager, kinds: kinds, uncalibrated: options.uncalibrated))
+                                 comment: CalibrationNotes.csvComment(manager, kinds: kinds, uncalibrated: options.uncalibrated,
+                                                                     appending: options.append))
             } catch {
                 io.error(error.message)
                 return io.end(error.status)

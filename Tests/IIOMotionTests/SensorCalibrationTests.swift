@@ -104,4 +104,44 @@ struct SensorCalibrationTests {
             try SensorCalibration(parsing: "version 1\nkind gyroscope\nbias 0 0 0\nmatrix 1 0 0 0 1 0 0 0 1\nkernel-original 1 2 3\n")
         }
     }
+
+    @Test("The other drivers' calibbias layouts, from 6.1's source: adxl345/375 and adxl312/313/314 in steps of 4 data counts within -512…508, icm42600 in SI to 12 bits; mpu3050, mma8452 and MPU-6500 refused with the reason")
+    func kernelLayouts() throws {
+        // adxl345: 60 mg is 15.4 counts of 38300 µm/s², 4 counts to a register step: 16.
+        let adxl = SensorCalibration(kind: .accelerometer, bias: AxisValues(x: 0.06 * 9.80665, y: -0.045 * 9.80665, z: 0), created: 1)
+        let plan = try KernelOffsets.plan(adxl, current: [8, -4, 0], previous: nil, driver: "adxl345")
+        #expect(plan.offsets.written == [8 - 16, -4 + 12, 0])
+        #expect(abs(plan.offsets.unit - 0.0383) < 1e-12)
+        #expect(abs(plan.offsets.bias.x + plan.calibration.bias.x - adxl.bias.x) < 1e-12)
+        // What the 8-bit register cannot hold is refused before anything is written.
+        let big = SensorCalibration(kind: .accelerometer, bias: AxisValues(x: 2.5 * 9.80665, y: 0, z: 0), created: 1)
+        #expect(throws: MotionError.self) { try KernelOffsets.plan(big, current: [0, 0, 0], previous: nil, driver: "adxl345") }
+        #expect(try KernelOffsets.plan(big, current: [0, 0, 0], previous: nil, driver: "adxl375").offsets.written == [-52, 0, 0])
+        #expect(KernelOffsets.layout(driver: "adxl313", kind: .accelerometer)?.unit == 0.009576806)
+        #expect(KernelOffsets.layout(driver: "adxl345", kind: .gyroscope) == nil)
+        // inv_icm42600: counts of 0.5 mg and 1/32 °/s, the files in SI to micro and nano.
+        let accel = try #require(KernelOffsets.layout(driver: "icm42605-accel", kind: .accelerometer))
+        #expect(accel.showsSI && accel.range == -2048...2047 && abs(accel.unit - 0.004903325) < 1e-12)
+        #expect(KernelOffsets.text(1, layout: accel) == "0.004903" && KernelOffsets.text(-2048, layout: accel) == "-10.042010")
+        #expect(KernelOffsets.count("-10.042010", layout: accel) == -2048 && KernelOffsets.count("0.004903\n", layout: accel) == 1)
+        let gyro = try #require(KernelOffsets.layout(driver: "icm42600-gyro", kind: .gyroscope))
+        #expect(KernelOffsets.text(2047, layout: gyro) == "1.116465306" && KernelOffsets.text(-1, layout: gyro) == "-0.000545415")
+        #expect(KernelOffsets.count("1.116465306", layout: gyro) == 2047)
+        #expect(KernelOffsets.layout(driver: "icm42605-accel", kind: .gyroscope) == nil)
+        #expect(KernelOffsets.layout(driver: "icm42605", kind: .accelerometer) == nil)
+        let g = try KernelOffsets.plan(SensorCalibration(kind: .gyroscope, bias: AxisValues(x: 0.01, y: 0, z: -0.02)),
+                                       current: [0, 3, 0], previous: nil, driver: "icm42622-gyro")
+        #expect(g.offsets.written == [-18, 3, 37])
+        // Refused, each with its reason.
+        for (driver, kind, why) in [("mpu3050", SensorKind.gyroscope, "next power-up"), ("mma8452", .accelerometer, "without saying its unit"),
+                                    ("mpu6500", .accelerometer, "3 bytes apart"), ("adxl355", .accelerometer, "without saying its unit")] {
+            #expect(KernelOffsets.layout(driver: driver, kind: kind) == nil)
+            do {
+                _ = try KernelOffsets.knownLayout(driver: driver, kind: kind)
+                Issue.record("\(driver) not refused")
+            } catch {
+                #expect("\(error)".contains(why), "\(driver): \(error)")
+            }
+        }
+    }
 }

@@ -245,6 +245,168 @@ struct CalibrationTests {
         #expect(r.out.contains("no calibbias values were written by motion-monitor") && r.out.contains("STATUS=0"), "\(r)")
         #expect(!(try String(contentsOfFile: dir + "/iiomotion/accelerometer-bmi160.txt", encoding: .utf8)).contains("kernel-"))
     }
+
+    @Test("--write-kernel on adxl345 (6.1: OFS × 4 in data counts, 8 bits): offsets in steps of 4 counts, readings right, too large refused, --restore-kernel")
+    func writeKernelADXL345() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // adxl345 as 6.1's adxl345_core shows it: no buffer, raw in full-resolution counts of
+        // 38300 µm/s², calibbias the OFS registers × 4 (here found at 2, -1, 0).
+        let fixture = """
+        {"description": "adxl345 as 6.1's adxl345_core.c publishes it (no buffer)", "triggers": [],
+         "devices": [{"name": "adxl345", "channels": [{"id": "accel_x"}, {"id": "accel_y"}, {"id": "accel_z"}],
+           "attributes": {"in_accel_scale": "0.038300", "in_accel_sampling_frequency": "100.000000000",
+             "in_accel_x_calibbias": "8", "in_accel_y_calibbias": "-4", "in_accel_z_calibbias": "0"}}]}
+        """
+        try fixture.write(toFile: dir + "/adxl345.json", atomically: true, encoding: .utf8)
+        let g = MotionScript.g
+        let offset = [60.0, -45.0, 25.0]  // mg, what the chip reads at rest beside gravity
+        let r = try CalibrationRuns.kernelRun(dir: dir, fixture: dir + "/adxl345.json", accelOffsetMG: offset, device: "adxl345",
+                                              accelFiles: true, gyroFiles: false, tooLarge: "30 0 0")
+        // 60 mg = 15.4 counts → 16 (4 to a register step); -45 mg = -11.5 → -12; 25 mg = 6.4 → 8.
+        #expect(try CalibrationRuns.values(r, "FOUND") == [8, -4, 0] as [Double])
+        #expect(try CalibrationRuns.values(r, "WRITTEN") == [8 - 16, -4 + 12, 0 - 8] as [Double], "\(r)")
+        #expect(r.out.contains("STATUS=0") && r.out.contains("RESTORE=0"), "\(r)")
+        // The registers took all but the rounding: uncalibrated readings are off by less than
+        // half a step (2 counts, 7.8 mg) plus a data count's rounding; calibrated ones are right
+        // to a data count's rounding (3.9 mg / 2).
+        let raw = try CalibrationRuns.mean(r.out, prefix: "RAW ", least: 1)
+        let cal = try CalibrationRuns.mean(r.out, prefix: "CAL ", least: 1)
+        let truth = Vec3(0, 0, g)
+        for i in 0..<3 {
+            #expect(abs(raw[i] - truth[i]) / g * 1000 < 7.9 + 2, "uncalibrated \(i): \((raw[i] - truth[i]) / g * 1000) mg")
+            #expect(abs(raw[i] - truth[i]) / g * 1000 < abs(offset[i]) - 10, "the registers took the offset out \(i)")
+            #expect(abs(cal[i] - truth[i]) / g * 1000 < 2.0, "calibrated \(i): \((cal[i] - truth[i]) / g * 1000) mg")
+        }
+        // 30 m/s² needs 783 counts: more than the 8-bit register holds (508), refused before writing.
+        #expect(r.out.contains("BIG=65") || r.out.contains("BIG=69") || r.out.contains("BIG=74"), "\(r)")
+        #expect(r.stderr.contains("outside what the register holds (-512…508"), "\(r)")
+        #expect(try CalibrationRuns.values(r, "UNTOUCHED") == [8 - 16, -4 + 12, 0 - 8] as [Double], "\(r)")
+        #expect(try CalibrationRuns.values(r, "RESTORED") == [8, -4, 0] as [Double], "\(r)")
+    }
+
+    @Test("--write-kernel on inv_icm42600 (6.1: SI values of 12-bit registers, 0.5 mg and 1/32 °/s): accelerometer and gyroscope, readings right, too large refused, --restore-kernel")
+    func writeKernelICM42600() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // An ICM-42605 as 6.1's inv_icm42600 publishes it: two devices, calibbias in m/s² (micro)
+        // and rad/s (nano); here found at 1, -2, 0 and 1, 0, -2 counts.
+        let fixture = """
+        {"description": "icm42605 as 6.1's inv_icm42600 publishes it (polled)", "triggers": [],
+         "devices": [
+          {"name": "icm42605-accel", "channels": [{"id": "accel_x"}, {"id": "accel_y"}, {"id": "accel_z"}],
+           "attributes": {"in_accel_scale": "0.004788403", "in_accel_x_calibbias": "0.004903",
+             "in_accel_y_calibbias": "-0.009807", "in_accel_z_calibbias": "0.000000"}},
+          {"name": "icm42605-gyro", "channels": [{"id": "anglvel_x"}, {"id": "anglvel_y"}, {"id": "anglvel_z"}],
+           "attributes": {"in_anglvel_scale": "0.001065264", "in_anglvel_x_calibbias": "0.000545415",
+             "in_anglvel_y_calibbias": "0.000000000", "in_anglvel_z_calibbias": "-0.001090831"}}]}
+        """
+        try fixture.write(toFile: dir + "/icm42605.json", atomically: true, encoding: .utf8)
+        let g = MotionScript.g
+        let offset = [30.0, -50.0, 20.0]
+        let r = try CalibrationRuns.kernelRun(dir: dir, fixture: dir + "/icm42605.json", accelOffsetMG: offset, device: "icm42605-accel",
+                                              accelFiles: true, gyroFiles: true, tooLarge: "30 0 0", gyroDevice: "icm42605-gyro")
+        let accelUnit = g * 0.0005, gyroUnit = Double.pi / 180 / 32
+        func counts(_ tag: String) throws -> [Int] {
+            let v = try CalibrationRuns.values(r, tag)
+            try #require(v.count == 6, "\(tag): \(r)")
+            return v.enumerated().map { Int(($0.element / ($0.offset < 3 ? accelUnit : gyroUnit)).rounded()) }
+        }
+        #expect(try counts("FOUND") == [1, -2, 0, 1, 0, -2], "\(r)")
+        // 30, -50, 20 mg are 60, -100, 40 counts; 0.01, -0.02, 0.005 rad/s are 18, -37, 9.
+        #expect(try counts("WRITTEN") == [1 - 60, -2 + 100, 0 - 40, 1 - 18, 0 + 37, -2 - 9], "\(r)")
+        #expect(r.out.contains("STATUS=0") && r.out.contains("RESTORE=0"), "\(r)")
+        let raw = try CalibrationRuns.mean(r.out, prefix: "RAW ", least: 1)
+        let cal = try CalibrationRuns.mean(r.out, prefix: "CAL ", least: 1)
+        let truth = Vec3(0, 0, g)
+        for i in 0..<3 {
+            #expect(abs(raw[i] - truth[i]) / g * 1000 < 1, "uncalibrated \(i), the registers took the offset: \((raw[i] - truth[i]) / g * 1000) mg")
+            #expect(abs(cal[i] - truth[i]) / g * 1000 < 0.5, "calibrated \(i): \((cal[i] - truth[i]) / g * 1000) mg")
+        }
+        let rate = try CalibrationRuns.mean(r.out, prefix: "GYRO ", least: 1)
+        for i in 0..<3 { #expect(abs(rate[i]) < 0.0006, "calibrated rotation rate \(i): \(rate[i]) rad/s") }
+        // 30 m/s² is 6118 counts: more than the 12-bit register holds.
+        #expect(r.stderr.contains("outside what the register holds (-2048…2047"), "\(r)")
+        #expect(try counts("UNTOUCHED") == [1 - 60, -2 + 100, 0 - 40, 1 - 18, 0 + 37, -2 - 9], "\(r)")
+        #expect(try counts("RESTORED") == [1, -2, 0, 1, 0, -2], "\(r)")
+        #expect(r.out.contains("RESTORED 0.004903 -0.009807 0.000000 0.000545415 0.000000000 -0.001090831"), "as found, text and all: \(r)")
+    }
+
+    @Test("--write-kernel when the second axis cannot be written: the first is put back as found, the user is told, nothing is stored as written")
+    func writeKernelPartial() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let mm = SimHarness.product("motion-monitor")
+        let calibration = "version 1\\nkind accelerometer\\nbias 0.1 -0.2 0.05\\nmatrix 1 0 0 0 1 0 0 0 1\\n"
+        let files = ["x", "y", "z"].map { "/sys/bus/iio/devices/iio:device0/in_accel_\($0)_calibbias" }.joined(separator: " ")
+        let script = """
+        mkdir -p \(dir)/iiomotion
+        printf '\(calibration)' > \(dir)/iiomotion/accelerometer-mpu6050.txt
+        echo FOUND $(for f in \(files); do echo "$(cat $f)"; done)
+        \(mm) calibrate --write-kernel --stored; echo "STATUS=$?"
+        echo AFTER $(for f in \(files); do echo "$(cat $f)"; done)
+        """
+        let r = try SimHarness.run(SimHarness.product("iio-sim"),
+                                   ["--fixture", "mpu6050", "--read-only", "mpu6050/in_accel_y_calibbias", "--", "/bin/sh", "-c", script],
+                                   environment: ["XDG_STATE_HOME": dir])
+        #expect(r.out.contains("FOUND -2838 1702 1366\n"), "\(r)")
+        #expect(r.out.contains("STATUS=77"), "refused, as a write without permission: \(r)")
+        #expect(r.stderr.contains("in_accel_y_calibbias of iio:device0 (mpu6050) cannot be written"), "\(r)")
+        #expect(r.stderr.contains("put back as found: in_accel_x_calibbias = -2838"), "the user is told x was put back: \(r)")
+        #expect(r.out.contains("AFTER -2838 1702 1366\n"), "x restored, y and z untouched: \(r)")
+        let text = try String(contentsOfFile: dir + "/iiomotion/accelerometer-mpu6050.txt", encoding: .utf8)
+        #expect(!text.contains("kernel-") && text.contains("bias 0.1 -0.2 0.05"), "the stored calibration is unchanged: \(text)")
+    }
+
+    @Test("Which readings are calibrated: the JSON lines' first record, --once --json, --list --json, and the comment line of a log appended to")
+    func calibrationSaid() throws {
+        let dir = try SimHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let mm = SimHarness.product("motion-monitor")
+        let calibration = "version 1\\nkind accelerometer\\nbias 0.1 0 0\\nmatrix 1 0 0 0 1 0 0 0 1\\n"
+        let script = """
+        mkdir -p \(dir)/iiomotion
+        printf '\(calibration)' > \(dir)/iiomotion/accelerometer-bmi160.txt
+        \(mm) --json --interval 0 --count 2 --sensor all | sed 's/^/JSON /'
+        \(mm) --json --interval 0 --count 2 --sensor accelerometer --uncalibrated | sed 's/^/UNCAL /'
+        \(mm) --once --json --sensor accelerometer | sed 's/^/ONCE /'
+        \(mm) --list --json | sed 's/^/LIST /'
+        \(mm) --csv \(dir)/log.csv --sensor accelerometer --count 2 --quiet; echo "FIRST=$?"
+        \(mm) --csv \(dir)/log.csv --append --sensor accelerometer --count 2 --quiet --uncalibrated; echo "SECOND=$?"
+        rm \(dir)/iiomotion/accelerometer-bmi160.txt
+        \(mm) --csv \(dir)/log.csv --append --sensor accelerometer --count 2 --quiet; echo "THIRD=$?"
+        \(mm) --json --interval 0 --count 2 --sensor accelerometer | sed 's/^/NONE /'
+        \(mm) plot \(dir)/log.csv -o \(dir)/log.svg; echo "PLOT=$?"
+        """
+        let r = try SimHarness.run(SimHarness.product("iio-sim"), ["--fixture", "bmi160", "--", "/bin/sh", "-c", script],
+                                   environment: ["XDG_STATE_HOME": dir])
+        let lines = r.out.split(separator: "\n").map(String.init)
+        func first(_ tag: String) -> String? { lines.first { $0.hasPrefix(tag + " ") }.map { String($0.dropFirst(tag.count + 1)) } }
+        let since = #""created":"1970-01-01 00:00:00 UTC""#
+        #expect(first("JSON") == #"{"calibration":{"accelerometer":{"calibrated":true,"# + since + #"},"gyroscope":{"calibrated":false}}}"#, "\(r)")
+        #expect(lines.filter { $0.hasPrefix("JSON ") }.dropFirst().allSatisfy { $0.contains(#""sensor":"#) }, "readings follow the record: \(r)")
+        #expect(first("UNCAL") == #"{"calibration":{"accelerometer":{"calibrated":false,"# + since + #","uncalibrated":true}}}"#, "\(r)")
+        #expect(first("ONCE") == #"{"calibration":{"accelerometer":{"calibrated":true,"# + since + "}}}", "\(r)")
+        #expect(lines.filter { $0.hasPrefix("ONCE ") }.count == 2, "the record, then the reading: \(r)")
+        // --list --json: every device's accelerometer and gyroscope, with the file in force.
+        let list = try #require(first("LIST"), "\(r)")
+        let parsed = try JSONSerialization.jsonObject(with: Data(list.utf8))
+        let devices = try #require(parsed as? [[String: Any]], "\(list)")
+        let cal = try #require(devices.first?["calibration"] as? [String: [String: Any]], "\(list)")
+        #expect(cal["accelerometer"]?["calibrated"] as? Bool == true, "\(list)")
+        #expect(cal["accelerometer"]?["file"] as? String == dir + "/iiomotion/accelerometer-bmi160.txt", "\(list)")
+        #expect(cal["gyroscope"]?["calibrated"] as? Bool == false, "\(list)")
+        // Without any calibration there is no record (the readings are the kernel's, as always).
+        #expect(first("NONE")?.hasPrefix(#"{"sensor":"accelerometer""#) == true, "\(r)")
+        // The log: a comment line for each run's rows, appended ones included.
+        #expect(r.out.contains("FIRST=0") && r.out.contains("SECOND=0") && r.out.contains("THIRD=0"), "\(r)")
+        let log = try String(contentsOfFile: dir + "/log.csv", encoding: .utf8).split(separator: "\n").map(String.init)
+        let comments = log.enumerated().filter { $0.element.hasPrefix("#") }
+        #expect(comments.map(\.element) == ["# accelerometer calibrated 1970-01-01 00:00:00 UTC",
+                                             "# accelerometer uncalibrated (--uncalibrated)", "# accelerometer uncalibrated"], "\(log)")
+        #expect(comments.map(\.offset) == [1, 4, 7], "each comment heads its run's two rows: \(log)")
+        #expect(r.out.contains("PLOT=0"), "plot reads a log with comment lines: \(r)")
+    }
 }
 
 private enum CalibrationRuns {
@@ -266,6 +428,59 @@ private enum CalibrationRuns {
          "--accel-misalignment", misalignment,
          "--gyro-bias", "\(gyroBias.x),\(gyroBias.y),\(gyroBias.z)",
          "--accel-noise", "0.01", "--gyro-noise", "0.001"]
+    }
+
+    /// A run of `calibrate --write-kernel --stored` under iio-sim with `fixture` lying still z up:
+    /// a calibration whose bias is the simulator's accelerometer offset (and gyroscope bias) is
+    /// stored, written into the registers, readings are taken uncalibrated (RAW) and calibrated
+    /// (CAL), a calibration too large for the registers (`tooLarge`, m/s²) is refused (BIG=,
+    /// UNTOUCHED), and --restore-kernel puts the registers back (RESTORE=, RESTORED). FOUND and
+    /// WRITTEN list the accelerometer's calibbias, then the gyroscope's.
+    static func kernelRun(dir: String, fixture: String, accelOffsetMG: [Double], device: String, accelFiles: Bool,
+                          gyroFiles: Bool, tooLarge: String, gyroDevice: String? = nil) throws -> SimHarness.Result {
+        let mm = SimHarness.product("motion-monitor")
+        let g = MotionScript.g
+        var files: [String] = []
+        if accelFiles { files += ["x", "y", "z"].map { "/sys/bus/iio/devices/iio:device0/in_accel_\($0)_calibbias" } }
+        if gyroFiles {
+            let n = gyroDevice == nil ? 0 : 1
+            files += ["x", "y", "z"].map { "/sys/bus/iio/devices/iio:device\(n)/in_anglvel_\($0)_calibbias" }
+        }
+        let list = files.joined(separator: " ")
+        let bias = accelOffsetMG.map { "\($0 / 1000 * g)" }.joined(separator: " ")
+        let gbias = "\(gyroBias.x) \(gyroBias.y) \(gyroBias.z)"
+        func calibration(_ kind: String, _ b: String) -> String { "version 1\\nkind \(kind)\\nbias \(b)\\nmatrix 1 0 0 0 1 0 0 0 1\\n" }
+        var store = "printf '\(calibration("accelerometer", bias))' > \(dir)/iiomotion/accelerometer-\(device).txt\n"
+        if gyroFiles { store += "printf '\(calibration("gyroscope", gbias))' > \(dir)/iiomotion/gyroscope-\(gyroDevice ?? device).txt\n" }
+        let script = """
+        mkdir -p \(dir)/iiomotion
+        \(store)
+        show() { echo "$1" $(for f in \(list); do echo "$(cat $f)"; done); }
+        show FOUND
+        \(mm) calibrate --write-kernel --stored; echo "STATUS=$?"
+        show WRITTEN
+        for i in 1 2 3; do \(mm) --once --json --si --sensor accelerometer --uncalibrated | sed 's/^/RAW /'; done
+        for i in 1 2 3; do \(mm) --once --json --si --sensor accelerometer | sed 's/^/CAL /'; done
+        \(mm) --once --json --si --sensor gyroscope | sed 's/^/GYRO /'
+        cp \(dir)/iiomotion/accelerometer-\(device).txt \(dir)/written.txt
+        printf '\(calibration("accelerometer", tooLarge))' > \(dir)/iiomotion/accelerometer-\(device).txt
+        \(mm) calibrate --write-kernel --stored; echo "BIG=$?"
+        show UNTOUCHED
+        cp \(dir)/written.txt \(dir)/iiomotion/accelerometer-\(device).txt
+        \(mm) calibrate --restore-kernel; echo "RESTORE=$?"
+        show RESTORED
+        """
+        return try SimHarness.run(SimHarness.product("iio-sim"),
+                                  ["--fixture", fixture, "--motion", "still:up=z",
+                                   "--accel-offset", accelOffsetMG.map { "\($0)" }.joined(separator: ","),
+                                   "--gyro-bias", "\(gyroBias.x),\(gyroBias.y),\(gyroBias.z)", "--", "/bin/sh", "-c", script],
+                                  environment: ["XDG_STATE_HOME": dir])
+    }
+
+    /// The numbers after `tag` on its line of the output.
+    static func values(_ r: SimHarness.Result, _ tag: String) throws -> [Double] {
+        let line = try #require(r.out.split(separator: "\n").first { $0.hasPrefix(tag + " ") }, "no \(tag) line: \(r)")
+        return line.split(separator: " ").dropFirst().compactMap { Double($0) }
     }
 
     /// A calibration file's bias and matrix.

@@ -113,6 +113,8 @@ struct MotionMonitorCSVTests {
         #expect(appended.status == 0, "\(appended)")
         let log = try #require(appended.log)
         #expect(log.headerOK && log.bad.isEmpty && log.rows.count == 14, "one header, 6 + 8 rows: \(log.bad.prefix(2))")
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text.contains("\n# accelerometer uncalibrated; gyroscope uncalibrated\n"), "the appended rows say they are uncalibrated: \(text.prefix(600))")
     }
 
     @Test("None of the requested sensors: 69, the message, and no file created")

@@ -128,7 +128,8 @@ struct CSVLogFile {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         headerOK = lines.first == "timestamp,sensor,device,x,y,z"
         endsWithNewline = text.hasSuffix("\n")
-        for line in lines.dropFirst() where !line.isEmpty {
+        // `# …` lines say whether the rows under them are calibrated (a new file's, and each --append's).
+        for line in lines.dropFirst() where !line.isEmpty && !line.hasPrefix("#") {
             if let row = CSVRow(line: line) { rows.append(row) } else { bad.append(String(line)) }
         }
         if lines.dropFirst().dropLast().contains("") { bad.append("(an empty line)") }

@@ -147,13 +147,15 @@ final class CSVLog: @unchecked Sendable { // mutable state is touched only on `q
                 throw OpenError(message: "\(MonitorOptions.commandName): \(path) does not begin with the header \(CSVFormat.header); not appending to it. Choose another file, or --force to replace it.",
                                 status: ExitStatus.cannotCreate)
             }
+            // The appended rows get their own comment line (calibrated or not), as a new file's do.
+            if let comment { try writeHeader(Array(("# " + comment + "\n").utf8)) }
             return
         }
         try writeHeader()
     }
 
-    private func writeHeader() throws(OpenError) {
-        let header = headerBytes
+    private func writeHeader(_ bytes: [UInt8]? = nil) throws(OpenError) {
+        let header = bytes ?? headerBytes
         if let channel {
             channel.control(header, force: true)
             return

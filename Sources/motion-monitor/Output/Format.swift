@@ -115,7 +115,8 @@ enum Format {
     /// `location`, `sensors`, `buffered`, `trigger`, `sampling_frequency` (Hz per sensor, or null),
     /// `mount_matrix` (rows per sensor), `mount_matrix_source` (per sensor: `kernel:FILE`,
     /// `udev:PROPERTY`, `caller` or `identity`; see ``MountMatrixText/key(_:)``).
-    static func json(_ devices: [DeviceInfo]) -> String {
+    /// With `calibration`, each device's object ends with a `calibration` key holding what it returns.
+    static func json(_ devices: [DeviceInfo], calibration: ((DeviceInfo) -> JSONValue)? = nil) -> String {
         JSONValue.array(devices.map { d in
             .object([
                 ("id", .string(d.id)),
@@ -130,7 +131,7 @@ enum Format {
                     (s.kind.rawValue, .array(s.mountMatrix.rows.map { .array($0.map { .number($0) }) }))
                 })),
                 ("mount_matrix_source", .object(d.sensors.map { ($0.kind.rawValue, .string(MountMatrixText.key($0.mountMatrixSource))) })),
-            ])
+            ] + (calibration.map { [("calibration", $0(d))] } ?? []))
         }).text
     }
 

@@ -260,6 +260,7 @@ struct PlotReader {
     private mutating func row(_ p: UnsafeMutablePointer<UInt8>, count: Int, board: Bool, cuts: UnsafeMutablePointer<Int>,
                               path: String, line: Int) throws(PlotError) {
         if count == 0 { return } // a blank line (at the end of a log cut short)
+        if p[0] == UInt8(ascii: "#") { return } // a comment (whether the rows under it are calibrated)
         // Field k runs from cuts[k] to cuts[k + 1] - 1 (its comma, or the line's end).
         let wanted = board ? 7 : 6
         cuts[0] = 0
