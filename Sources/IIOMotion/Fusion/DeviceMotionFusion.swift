@@ -3,12 +3,12 @@ internal import Glibc
 /// Device motion from the three sensors' sample streams: the ``SampleAligner`` pairing gyroscope
 /// and accelerometer samples by timestamp, then the ``AttitudeFilter``. What a manager feeds.
 ///
-/// A value with no threads: feed it from one thread (or under one lock), in each sensor's
+/// A value: feed it from one thread (or under one lock), in each sensor's
 /// timestamp order; the sensors may interleave in any way. Each call hands the estimates it
 /// completes to `emit` (zero or more; one per gyroscope sample once started), without allocating
-/// (except when the magnetometer's calibration is fitted again, every few dozen samples).
+/// (except when the magnetometer's calibration is fitted again, every 2 s of its time).
 ///
-/// The calibration's refits run off the sample path: when one is due, the calibrator as it is
+/// The calibration's refits run off the sample path, the only thread this value starts: when one is due, the calibrator as it is
 /// then goes to a thread (``MagnetometerRefit``), and its result is taken with the first
 /// magnetometer sample ``CalibrationFeed/refitDelay`` of the magnetometer's time later, the
 /// sample path waiting for the thread then if it has not finished. So the estimates depend on the
