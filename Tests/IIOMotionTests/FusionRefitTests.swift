@@ -48,7 +48,7 @@ struct FusionRefitTests {
         var inPlace = MagnetometerCalibrator(), deferred = MagnetometerCalibrator()
         deferred.fitsInPlace = false
         var adopted = 0
-        for r in rows.prefix(1500) {
+        for r in rows.prefix(3000) {
             let g = (1 / r.accel.length) * r.accel
             let a = inPlace.add(r.field, gravity: g), b = deferred.add(r.field, gravity: g)
             #expect(a == b)
