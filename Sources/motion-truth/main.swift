@@ -88,7 +88,8 @@ if commandLine.count >= 5, commandLine[1] == "--render" {
 // `motion-truth --offline RECORD OUT [arbitrary|corrected|north]`: the filter re-run on a record's
 // samples (no simulator); OUT is RECORD with this build's estimates. `motion-truth --cost RECORD
 // [REPEATS]`: nanoseconds per filter update on the record's samples, 6-axis and (when the record
-// has a magnetometer) 9-axis, as JSON.
+// has a magnetometer) 9-axis, and per gyroscope sample for the whole of device motion (wall time,
+// and in the sample thread's CPU time, 9-axis also in the process's), as JSON.
 if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "--cost" {
     guard let data = FileManager.default.contents(atPath: commandLine[2]) else { fail("cannot read \(commandLine[2])") }
     var samples: [FusionEntryPoints.Sample] = []
@@ -128,9 +129,21 @@ if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "-
         // sample, and the longest single call (a calibration refit runs inside one).
         let whole6 = FusionEntryPoints.fusionCost(samples, frame: .xArbitraryZVertical, repeats: max(1, repeats / 4), clock: monotonicSeconds)
         let whole9 = hasField ? FusionEntryPoints.fusionCost(samples, frame: .xMagneticNorthZVertical, repeats: max(1, repeats / 4), clock: monotonicSeconds) : nil
+        // Again, timed in CPU time: the sample path's thread alone (the calibration's
+        // refits run on a thread of their own; waiting for one costs the sample path no CPU), and
+        // the whole process (refits included).
+        func cpu(_ id: clockid_t) -> Double { var ts = timespec(); clock_gettime(id, &ts); return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9 }
+        let thread6 = FusionEntryPoints.fusionCost(samples, frame: .xArbitraryZVertical, repeats: max(1, repeats / 4),
+                                                   clock: { cpu(CLOCK_THREAD_CPUTIME_ID) })
+        let thread9 = hasField ? FusionEntryPoints.fusionCost(samples, frame: .xMagneticNorthZVertical, repeats: max(1, repeats / 4),
+                                                              clock: { cpu(CLOCK_THREAD_CPUTIME_ID) }) : nil
+        let process9 = hasField ? FusionEntryPoints.fusionCost(samples, frame: .xMagneticNorthZVertical, repeats: max(1, repeats / 4),
+                                                               clock: { cpu(CLOCK_PROCESS_CPUTIME_ID) }) : nil
         emit([("updates", "\(times.count)"), ("ns6", "\(six.nanoseconds)"), ("ns9", "\(nine?.nanoseconds ?? -1)"),
               ("fusionNs6", "\(whole6.nanoseconds)"), ("fusionNs9", "\(whole9?.nanoseconds ?? -1)"),
               ("longestCallNs6", "\(whole6.longestCall)"), ("longestCallNs9", "\(whole9?.longestCall ?? -1)"),
+              ("fusionThreadCpuNs6", "\(thread6.nanoseconds)"), ("fusionThreadCpuNs9", "\(thread9?.nanoseconds ?? -1)"), ("longestCallThreadCpuNs9", "\(thread9?.longestCall ?? -1)"),
+              ("fusionProcessCpuNs9", "\(process9?.nanoseconds ?? -1)"),
               ("checksum", "\(six.checksum + (nine?.checksum ?? 0) + whole6.checksum + (whole9?.checksum ?? 0))")])
         exit(0)
     }

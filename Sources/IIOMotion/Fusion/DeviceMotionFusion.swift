@@ -3,10 +3,16 @@ internal import Glibc
 /// Device motion from the three sensors' sample streams: the ``SampleAligner`` pairing gyroscope
 /// and accelerometer samples by timestamp, then the ``AttitudeFilter``. What a manager feeds.
 ///
-/// A value with no threads: feed it from one thread (or under one lock), in each sensor's
+/// A value: feed it from one thread (or under one lock), in each sensor's
 /// timestamp order; the sensors may interleave in any way. Each call hands the estimates it
 /// completes to `emit` (zero or more; one per gyroscope sample once started), without allocating
-/// (except when the magnetometer's calibration is fitted again, every few dozen samples).
+/// (except when the magnetometer's calibration is fitted again, every 2 s of its time).
+///
+/// The calibration's refits run off the sample path, the only thread this value starts: when one is due, the calibrator as it is
+/// then goes to a thread (``MagnetometerRefit``), and its result is taken with the first
+/// magnetometer sample ``CalibrationFeed/refitDelay`` of the magnetometer's time later, the
+/// sample path waiting for the thread then if it has not finished. So the estimates depend on the
+/// samples and their timestamps only, not on how fast the thread ran.
 ///
 /// The magnetometer's calibration is learned here rather than in the filter: each magnetometer
 /// sample waits (at most ``CalibrationFeed/pendingLimit`` of them) until the filter has estimated
@@ -67,6 +73,9 @@ struct DeviceMotionFusion: Sendable {
             filter.magnetometerCalibration = feed.learner.applying
         }
     }
+
+    /// The work the calibration has done on the sample path (see ``CalibrationFeed/Work``).
+    var calibrationWork: CalibrationFeed.Work { feed.work }
 
     /// An acceleration in g with Core Motion's sign, from the given units.
     static func coreMotionAcceleration(_ a: Acceleration, from units: MotionUnits) -> Acceleration {
@@ -271,7 +280,42 @@ struct CalibrationFeed: Sendable {
     /// ``AttitudeFilter/Configuration/magnetometerMaximumAge``) at 2 kHz.
     static let historyLimit = 1024
 
-    var learner = MagnetometerCalibrator()
+    /// The calibration being learned (it refits off the sample path, see ``refitDelay``); setting
+    /// it drops a refit still running for the one it replaces.
+    var learner: MagnetometerCalibrator {
+        get { calibrator }
+        set {
+            calibrator = newValue
+            calibrator.fitsInPlace = false
+            refit = nil
+        }
+    }
+    private var calibrator: MagnetometerCalibrator
+    /// The refit running, and the magnetometer time from which its result is taken.
+    private var refit: (running: MagnetometerRefit, due: Double)?
+    /// Seconds of the magnetometer's time from the sample a refit is due at to the one that
+    /// takes its result: the thread's time to fit (a few milliseconds to tens under load) with a
+    /// wide margin at real-time pace, so that the sample path seldom waits.
+    static let refitDelay = 0.25
+
+    /// The work the calibration has done on the sample path, and off it.
+    struct Work: Sendable, Hashable {
+        /// Refits run in place on the sample path (none: they run on their own thread).
+        var refitsInPlace = 0
+        /// Refits started on their own thread, and taken.
+        var refitsStarted = 0
+        var refitsTaken = 0
+        /// Stored samples visited on the sample path (binning again and evicting after a refit).
+        var samplesRevisited = 0
+    }
+
+    /// The work so far.
+    var work: Work {
+        Work(refitsInPlace: calibrator.refitsInPlace, refitsStarted: refitsStarted, refitsTaken: refitsTaken,
+             samplesRevisited: calibrator.samplesRevisited)
+    }
+    private var refitsStarted = 0
+    private var refitsTaken = 0
     private var pending = BoundedQueue<(timestamp: Double, field: Vector3)>(limit: pendingLimit)
     private var last: (timestamp: Double, gravity: Vector3)?
     /// The gyroscope's attitude at the latest estimates, oldest first from `historyStart`, a
@@ -292,6 +336,8 @@ struct CalibrationFeed: Sendable {
 
     init() {
         history = Array(repeating: (-.infinity, .identity), count: Self.historyLimit)
+        calibrator = MagnetometerCalibrator()
+        calibrator.fitsInPlace = false
     }
 
     /// The i-th kept estimate, oldest first.
@@ -351,7 +397,7 @@ struct CalibrationFeed: Sendable {
             // time, whatever its rate (issue O2 c: at 286 Hz a refit every 40 samples cost 245 µs
             // per sample on average).
             fieldInterval += 0.05 * (min(sample.timestamp - t, 1) - fieldInterval)
-            learner.refitEvery = max(40, Int(Self.refitPeriod / max(fieldInterval, 1e-4)))
+            calibrator.refitEvery = max(40, Int(Self.refitPeriod / max(fieldInterval, 1e-4)))
         }
         lastFieldTime = sample.timestamp
         pending.append((sample.timestamp, v))
@@ -383,7 +429,7 @@ struct CalibrationFeed: Sendable {
             // The midpoint rate over the step.
             turn = Self.turned(turn, by: step * 0.5 * (omega + rate))
         } else if last != nil {
-            learner.breakPairs()
+            calibrator.breakPairs()
             historyCount = 0  // the turn over the gap is unknown
         }
         rate = omega.isFinite ? omega : .zero
@@ -412,14 +458,31 @@ struct CalibrationFeed: Sendable {
         var changed = false
         while let s = pending.first, s.timestamp <= last.timestamp {
             pending.removeFirst()
+            let before = (calibrator.offset, calibrator.strength, calibrator.accuracy, calibrator.model, calibrator.softIron)
+            // The refit running is taken at the first sample `refitDelay` after the one it was due at.
+            if let r = refit, s.timestamp >= r.due {
+                refit = nil
+                calibrator.adopt(r.running.result())
+                refitsTaken += 1
+            }
             // The gyroscope's attitude at the sample's time, and gravity then: the last
             // estimate's, turned back by the device's rotation since.
-            guard let at = gyroAttitude(at: s.timestamp) else { continue }  // before the filter started, or a gap
-            let g = disagreement.length <= Self.disagreementLimit
-                ? turn.conjugate.multiplied(by: at).normalized.inverseRotate(last.gravity) : nil
-            let before = (learner.offset, learner.strength, learner.accuracy, learner.model, learner.softIron)
-            if learner.add(s.field, gravity: g, turn: at, turnRateCovariance: rateCovariance),
-               before != (learner.offset, learner.strength, learner.accuracy, learner.model, learner.softIron) {
+            if let at = gyroAttitude(at: s.timestamp) {  // nil: before the filter started, or a gap
+                let g = disagreement.length <= Self.disagreementLimit
+                    ? turn.conjugate.multiplied(by: at).normalized.inverseRotate(last.gravity) : nil
+                calibrator.add(s.field, gravity: g, turn: at, turnRateCovariance: rateCovariance)
+            }
+            if calibrator.isRefitDue {
+                // One refit at a time: one still running is taken first.
+                if let r = refit {
+                    refit = nil
+                    calibrator.adopt(r.running.result())
+                    refitsTaken += 1
+                }
+                refit = (MagnetometerRefit(calibrator.takeRefit()), s.timestamp + Self.refitDelay)
+                refitsStarted += 1
+            }
+            if before != (calibrator.offset, calibrator.strength, calibrator.accuracy, calibrator.model, calibrator.softIron) {
                 changed = true
             }
         }

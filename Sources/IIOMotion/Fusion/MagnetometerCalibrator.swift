@@ -143,6 +143,18 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     /// True for a saved calibration not yet replaced by a fit of this run.
     private(set) var isSaved = false
 
+    /// Whether a refit due runs in ``add(_:gravity:turn:turnRateCovariance:)`` (true), or is only
+    /// noted (``isRefitDue``) for the owner to run on a copy elsewhere (``refitted()``, a
+    /// ``MagnetometerRefit``) and ``adopt(_:)`` later, as ``DeviceMotionFusion`` does.
+    var fitsInPlace = true
+    /// A refit is due (only when not ``fitsInPlace``); ``takeRefit()`` clears it.
+    private(set) var isRefitDue = false
+    /// Refits run on this value (in place), and stored samples visited by the passes that change
+    /// this value's samples (binning them again, evicting outliers): the work a refit did on the
+    /// path that called ``add(_:gravity:turn:turnRateCovariance:)`` or ``adopt(_:)``.
+    private(set) var refitsInPlace = 0
+    private(set) var samplesRevisited = 0
+
     // Samples: per bin, `samplesPerBin` slots of (raw x, y, z, gravity x, y, z); gravity zero
     // when unknown. Allocated on the first sample.
     private var samples: [Double] = []
@@ -239,9 +251,61 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         sinceFit += 1
         if sinceFit >= refitEvery {
             sinceFit = 0
-            fit()
+            if fitsInPlace {
+                refitsInPlace += 1
+                fit()
+            } else {
+                isRefitDue = true
+            }
         }
         return true
+    }
+
+    /// What a refit of a copy found: the copy after its fit, and what the fit did to its samples.
+    struct Refit: Sendable {
+        fileprivate var fitted: MagnetometerCalibrator
+        fileprivate var effects: FitEffects
+    }
+
+    /// The refit due: clears ``isRefitDue`` and returns this calibrator as it is now, to fit
+    /// (``refitted()``) off the sample path.
+    mutating func takeRefit() -> MagnetometerCalibrator {
+        isRefitDue = false
+        return self
+    }
+
+    /// This calibrator's refit over the samples it holds now (what ``add(_:gravity:turn:turnRateCovariance:)``
+    /// runs in place every ``refitEvery`` samples when ``fitsInPlace``), for ``adopt(_:)``. Changes nothing.
+    func refitted() -> Refit {
+        var copy = self
+        let effects = copy.fit()
+        return Refit(fitted: copy, effects: effects)
+    }
+
+    /// Takes what a refit of an earlier copy of this calibrator found (``takeRefit()``,
+    /// ``refitted()``): the calibration, its accuracy and coverage, the candidate that screens
+    /// samples; the samples taken since the copy are kept, binned again around the fit's centre
+    /// when it moved it, and outliers evicted when the fit evicted its own (one pass over the
+    /// samples each). Nothing else changes this calibration between the copy and now, so this is
+    /// the fit in place delayed, on the samples taken meanwhile.
+    mutating func adopt(_ refit: Refit) {
+        let f = refit.fitted
+        offset = f.offset
+        softIron = f.softIron
+        strength = f.strength
+        vertical = f.vertical
+        residual = f.residual
+        offsetError = f.offsetError
+        coverage = f.coverage
+        model = f.model
+        accuracy = f.accuracy
+        isSaved = f.isSaved
+        if refit.effects.screened {
+            screeningOffset = f.screeningOffset
+            screeningStrength = f.screeningStrength
+        }
+        if f.binCentre != binCentre { rebin(to: f.binCentre) }
+        if refit.effects.evicted { evictOutliers() }
     }
 
     /// Forgets the gyroscope's attitudes so far (it was restarted, or a gap broke it): no pair
@@ -319,12 +383,19 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     @discardableResult
     private mutating func rebin(around centre: Vector3, strength: Double) -> Bool {
         guard !samples.isEmpty, (centre - binCentre).length > 0.1 * strength else { return false }
+        rebin(to: centre)
+        return true
+    }
+
+    /// Bins the samples again around `centre` (scaled).
+    private mutating func rebin(to centre: Vector3) {
+        binCentre = centre
+        guard !samples.isEmpty else { return }
         var all: [(Vector3, Vector3)] = []
         forEachSample { p, g in all.append((p, g)) }
-        binCentre = centre
+        samplesRevisited += all.count
         for i in binCounts.indices { binCounts[i] = 0; binNext[i] = 0 }
         for (p, g) in all { store(p, g) }
-        return true
     }
 
     /// The direction bin of a vector.
@@ -367,11 +438,19 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         }
     }
 
-    private mutating func fit() {
+    /// What a fit did besides the calibration: evicted outliers, set the screening candidate.
+    fileprivate struct FitEffects: Sendable {
+        var evicted = false
+        var screened = false
+    }
+
+    @discardableResult
+    private mutating func fit() -> FitEffects {
+        var effects = FitEffects()
         // Bins covered never fall, but when the samples are binned around a new centre (outliers
         // dropped and bins overwritten do not undo a direction seen).
         coverage = max(coverage, binCounts.filter { $0 >= 3 }.count)
-        guard coverage >= 4 else { return }
+        guard coverage >= 4 else { return effects }
         var withGravity = 0, total = 0
         forEachSample { _, g in
             total += 1
@@ -388,20 +467,22 @@ struct MagnetometerCalibrator: Sendable, Hashable {
             // What the calibration in use puts far off (a disturbance learned while it was
             // rough) goes, so that it does not keep every later fit implausible.
             evictOutliers()
-            return
+            effects.evicted = true
+            return effects
         }
         if model == .none, c.offsetError < 2 * Self.unit, (20 * Self.unit...70 * Self.unit).contains(c.strength) {
             screeningOffset = c.offset
             screeningStrength = c.strength
+            effects.screened = true
         }
         // Until the first accepted fit, the samples follow the candidate's centre.
         if model == .none, rebin(around: c.offset, strength: c.strength) { coverage = binCounts.filter { $0 >= 3 }.count }
         if gravity {
             // From 10 bins, and the offset known to within 2 µT.
-            guard coverage >= 10, c.offsetError < 2 * Self.unit else { return }
+            guard coverage >= 10, c.offsetError < 2 * Self.unit else { return effects }
         } else {
             // A sphere from 27 bins, an ellipsoid from ``ellipsoidCoverage``.
-            guard coverage >= 27 else { return }
+            guard coverage >= 27 else { return effects }
             if coverage >= ellipsoidCoverage, let e = linearEllipsoidFit(), Self.isPlausible(e) { c = e }
         }
         c.residual = residual(of: c)
@@ -428,7 +509,7 @@ struct MagnetometerCalibrator: Sendable, Hashable {
             let savedResidual = self.residual(of: current)
             if savedResidual < 0.03 && coverage < savedCoverage {
                 residual = savedResidual
-                return
+                return effects
             }
             isSaved = false
         }
@@ -440,6 +521,7 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         residual = c.residual
         offsetError = c.offsetError / Self.unit
         evictOutliers()
+        effects.evicted = true
         let full = model == .ellipsoid
         if gravity {
             // A level reached is kept while the residual stays under its bound and the offset's
@@ -452,6 +534,7 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         } else {
             accuracy = coverage >= 90 && residual < 0.02 ? .high : (coverage >= 45 && residual < 0.04 ? .medium : .low)
         }
+        return effects
     }
 
     /// Drops the stored samples that the fit puts more than 5 % of the strength off (a
@@ -460,6 +543,7 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         guard !samples.isEmpty, strength > 0 else { return }
         let c = Self.unit * offset, f = Self.unit * strength, d = Self.unit * vertical
         for bin in 0..<Self.binCount {
+            samplesRevisited += binCounts[bin]
             var kept = 0
             for i in 0..<binCounts[bin] {
                 let s = (bin * samplesPerBin + i) * 6
@@ -651,72 +735,87 @@ struct MagnetometerCalibrator: Sendable, Hashable {
             }
             return j
         }
-        func cost(_ x: [Double]) -> Double {
-            let w = matrix(x), c = Vector3(x[0], x[1], x[2])
-            var s = 0.0
-            forEachSample { p, g in
-                let f = w * (p - c)
-                let r1 = f.length - x[8]
-                s += r1 * r1
-                if g.x != 0 || g.y != 0 || g.z != 0 {
-                    let r2 = g.dot(f) - x[9]
-                    s += r2 * r2
-                }
-            }
-            if freeSoftIron {
-                for k in 3...7 { s += prior * (x[k] - identity[k - 3]) * (x[k] - identity[k - 3]) }
-            }
-            if usesPairs {
-                let z = pairState(x)
-                for a in 0..<9 { for b in 0..<9 { s += pairWeight * z[a] * pairInformation[a * 9 + b] * z[b] } }
-            }
-            return s
-        }
-        var n = [Double](repeating: 0, count: m * m), rhs = [Double](repeating: 0, count: m)
-        var rows = 0
-        func normalEquations(_ x: [Double]) {
+        // One pass over the stored samples at `x`: the cost (the squared residuals, then the
+        // prior's and the pairs' terms) and the normal equations there, `n` (m × m) and `rhs`
+        // (−Jᵀr), `rows` the residuals counted. Flat loops: this is where a refit spends its time.
+        func evaluate(_ x: [Double], _ n: inout [Double], _ rhs: inout [Double], _ rows: inout Int) -> Double {
             for i in n.indices { n[i] = 0 }
             for i in rhs.indices { rhs[i] = 0 }
-            rows = 0
+            var counted = 0
             let w = matrix(x), c = Vector3(x[0], x[1], x[2])
-            var jac = [Double](repeating: 0, count: 10)
-            func accumulate(_ r: Double) {
-                for a in 0..<m {
-                    let ja = jac[active[a]]
-                    rhs[a] -= ja * r
-                    for b in a..<m { n[a * m + b] += ja * jac[active[b]] }
+            let strength = x[8], vertical = x[9]
+            let perBin = samplesPerBin
+            var s = 0.0
+            samples.withUnsafeBufferPointer { sp in
+                binCounts.withUnsafeBufferPointer { counts in
+                    n.withUnsafeMutableBufferPointer { np in
+                        rhs.withUnsafeMutableBufferPointer { rp in
+                            withUnsafeTemporaryAllocation(of: Double.self, capacity: 20) { buffer in
+                                // The row's Jacobian over all ten parameters, then its active entries.
+                                let full = buffer.baseAddress!, j = full + 10
+                                func accumulate(_ r: Double) {
+                                    if freeSoftIron {
+                                        for a in 0..<10 { j[a] = full[a] }
+                                    } else {
+                                        j[0] = full[0]; j[1] = full[1]; j[2] = full[2]; j[3] = full[8]; j[4] = full[9]
+                                    }
+                                    for a in 0..<m {
+                                        let ja = j[a]
+                                        rp[a] -= ja * r
+                                        for b in a..<m { np[a * m + b] += ja * j[b] }
+                                    }
+                                    counted += 1
+                                }
+                                func row(_ dir: Vector3, _ u: Vector3, _ r: Double, norm: Bool) {
+                                    let dc = -(w * dir)  // W symmetric: ∂(dir·W(p−c))/∂c = −W·dir
+                                    full[0] = dc.x; full[1] = dc.y; full[2] = dc.z
+                                    // ∂(dir·f)/∂(W22, W33, W12, W13, W23), W11 = trace − W22 − W33.
+                                    full[3] = dir.y * u.y - dir.x * u.x
+                                    full[4] = dir.z * u.z - dir.x * u.x
+                                    full[5] = dir.x * u.y + dir.y * u.x
+                                    full[6] = dir.x * u.z + dir.z * u.x
+                                    full[7] = dir.y * u.z + dir.z * u.y
+                                    full[8] = norm ? -1 : 0
+                                    full[9] = norm ? 0 : -1
+                                    accumulate(r)
+                                }
+                                guard !sp.isEmpty else { return }
+                                for bin in 0..<Self.binCount {
+                                    var k = bin * perBin * 6
+                                    for _ in 0..<counts[bin] {
+                                        let p = Vector3(sp[k], sp[k + 1], sp[k + 2]), g = Vector3(sp[k + 3], sp[k + 4], sp[k + 5])
+                                        k += 6
+                                        let u = p - c
+                                        let f = w * u
+                                        let len = f.length
+                                        let r1 = len - strength
+                                        s += r1 * r1
+                                        let hasGravity = g.x != 0 || g.y != 0 || g.z != 0
+                                        var r2 = 0.0
+                                        if hasGravity {
+                                            r2 = g.dot(f) - vertical
+                                            s += r2 * r2
+                                        }
+                                        guard len > 1e-9 else { continue }
+                                        row((1 / len) * f, u, r1, norm: true)
+                                        if hasGravity { row(g, u, r2, norm: false) }
+                                    }
+                                }
+                            }
+                        }
+                    }
                 }
-                rows += 1
-            }
-            func row(_ dir: Vector3, _ u: Vector3, _ r: Double, norm: Bool) {
-                let dc = -(w * dir)  // W symmetric: ∂(dir·W(p−c))/∂c = −W·dir
-                jac[0] = dc.x; jac[1] = dc.y; jac[2] = dc.z
-                // ∂(dir·f)/∂(W22, W33, W12, W13, W23), W11 = trace − W22 − W33.
-                jac[3] = dir.y * u.y - dir.x * u.x
-                jac[4] = dir.z * u.z - dir.x * u.x
-                jac[5] = dir.x * u.y + dir.y * u.x
-                jac[6] = dir.x * u.z + dir.z * u.x
-                jac[7] = dir.y * u.z + dir.z * u.y
-                jac[8] = norm ? -1 : 0
-                jac[9] = norm ? 0 : -1
-                accumulate(r)
-            }
-            forEachSample { p, g in
-                let u = p - c
-                let f = w * u
-                let len = f.length
-                guard len > 1e-9 else { return }
-                row((1 / len) * f, u, len - x[8], norm: true)
-                if g.x != 0 || g.y != 0 || g.z != 0 { row(g, u, g.dot(f) - x[9], norm: false) }
             }
             if freeSoftIron {
                 for k in 3...7 {
+                    s += prior * (x[k] - identity[k - 3]) * (x[k] - identity[k - 3])
                     n[k * m + k] += prior
                     rhs[k] -= prior * (x[k] - identity[k - 3])
                 }
             }
             if usesPairs {
                 let z = pairState(x), j = pairJacobian(x)
+                for a in 0..<9 { for b in 0..<9 { s += pairWeight * z[a] * pairInformation[a * 9 + b] * z[b] } }
                 // N·J (9 × active) and N·z.
                 var nz = [Double](repeating: 0, count: 9)
                 var nj = [[Double]](repeating: [Double](repeating: 0, count: m), count: 9)
@@ -736,14 +835,20 @@ struct MagnetometerCalibrator: Sendable, Hashable {
                         n[k * m + l] += pairWeight * v
                     }
                 }
-                rows += Int(3 * pairCount)
+                counted += Int(3 * pairCount)
             }
             for a in 0..<m { for b in 0..<a { n[a * m + b] = n[b * m + a] } }
+            rows = counted
+            return s
         }
-        var current = cost(x)
+        // The normal equations at x and at the step tried: an accepted step's pass gives both its
+        // cost and the next iteration's equations.
+        var n = [Double](repeating: 0, count: m * m), rhs = [Double](repeating: 0, count: m)
+        var tried = n, triedRhs = rhs
+        var rows = 0, triedRows = 0
+        var current = evaluate(x, &n, &rhs, &rows)
         var damping = 1e-6
         for _ in 0..<12 {
-            normalEquations(x)
             var improved = false
             for _ in 0..<6 {
                 var damped = n
@@ -751,11 +856,14 @@ struct MagnetometerCalibrator: Sendable, Hashable {
                 guard let step = Self.solve(damped, rhs, size: m) else { return nil }
                 var y = x
                 for a in 0..<m { y[active[a]] += step[a] }
-                let c = cost(y)
+                let c = evaluate(y, &tried, &triedRhs, &triedRows)
                 if c.isFinite && c < current {
                     let gain = current - c
                     x = y
                     current = c
+                    swap(&n, &tried)
+                    swap(&rhs, &triedRhs)
+                    rows = triedRows
                     damping = max(damping / 10, 1e-9)
                     improved = gain > 1e-12 * max(current, 1e-12)
                     break
@@ -766,8 +874,7 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         }
         let fit = Fit(offset: Vector3(x[0], x[1], x[2]), softIron: matrix(x), strength: x[8], vertical: x[9],
                       model: freeSoftIron ? .ellipsoid : start.model == .ellipsoid || start.model == .axisAligned ? start.model : .sphere)
-        // Standard errors: σ² (JᵀJ)⁻¹ on the diagonal, σ² the residual variance.
-        normalEquations(x)
+        // Standard errors: σ² (JᵀJ)⁻¹ on the diagonal, σ² the residual variance (n is at x).
         let variance = current / Double(max(rows - m, 1))
         func standardError(_ k: Int) -> Double {
             var e = [Double](repeating: 0, count: m)
