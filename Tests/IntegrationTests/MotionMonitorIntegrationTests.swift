@@ -273,8 +273,14 @@ struct KernelQuirkReadingTests {
         #expect(r.status == 0, "\(r)")
         let out = r.rawOutputs.first ?? ""
         #expect(out.contains("scale of the magnetometer of iio:device0 (hmc5883l): 0.000009174 published, 0.0009174 used (the driver's unit is not the ABI's: hmc5843_core.c:86)"), "\(r)")
-        let plain = try Tools.session(fixture: "kernel-6.1/lis3mdl", runs: [["--list"]], parseReadings: false)
-        #expect(plain.status == 0 && plain.rawOutputs.count == 1 && !(plain.rawOutputs.first ?? "").contains("scale of the"), "\(plain)")
+        let json = try Tools.session(fixture: "kernel-6.1/hmc5883l", runs: [["--list", "--json"]], parseReadings: false)
+        let devices = try #require(try JSONSerialization.jsonObject(with: Data((json.rawOutputs.first ?? "").utf8)) as? [[String: Any]], "\(json)")
+        let correction = try #require((devices.first?["scale_correction"] as? [String: Any])?["magnetometer"] as? [String: Any], "\(json)")
+        #expect(correction["published"] as? Double == 0.000009174 && abs((correction["used"] as? Double ?? 0) - 0.0009174) < 1e-12
+                    && correction["source"] as? String == "hmc5843_core.c:86", "\(json)")
+        let plain = try Tools.session(fixture: "kernel-6.1/lis3mdl", runs: [["--list"], ["--list", "--json"]], parseReadings: false)
+        #expect(plain.status == 0 && plain.rawOutputs.count == 2 && !(plain.rawOutputs.first ?? "").contains("scale of the")
+                    && !plain.rawOutputs[1].contains("scale_correction"), "\(plain)")
     }
 
     @Test("mpu3050's raw reads published unsigned (Linux before 6.1.188) read signed; another gyroscope's as published",

@@ -115,6 +115,8 @@ enum Format {
     /// `location`, `sensors`, `buffered`, `trigger`, `sampling_frequency` (Hz per sensor, or null),
     /// `mount_matrix` (rows per sensor), `mount_matrix_source` (per sensor: `kernel:FILE`,
     /// `udev:PROPERTY`, `caller` or `identity`; see ``MountMatrixText/key(_:)``).
+    /// A device with a sensor whose published scale IIOMotion corrects (``SensorInfo/scaleCorrection``)
+    /// has a `scale_correction` key: per such sensor, `published`, `used` and the kernel `source` line.
     /// With `calibration`, each device's object ends with a `calibration` key holding what it returns.
     static func json(_ devices: [DeviceInfo], calibration: ((DeviceInfo) -> JSONValue)? = nil) -> String {
         JSONValue.array(devices.map { d in
@@ -131,8 +133,20 @@ enum Format {
                     (s.kind.rawValue, .array(s.mountMatrix.rows.map { .array($0.map { .number($0) }) }))
                 })),
                 ("mount_matrix_source", .object(d.sensors.map { ($0.kind.rawValue, .string(MountMatrixText.key($0.mountMatrixSource))) })),
-            ] + (calibration.map { [("calibration", $0(d))] } ?? []))
+            ] + scaleCorrections(d) + (calibration.map { [("calibration", $0(d))] } ?? []))
         }).text
+    }
+
+    /// The `scale_correction` key of a device's `--list --json` object, or nothing when no sensor
+    /// of the device has its scale corrected.
+    private static func scaleCorrections(_ d: DeviceInfo) -> [(String, JSONValue)] {
+        let corrected = d.sensors.compactMap { s in
+            s.scaleCorrection.map { c in
+                (s.kind.rawValue, JSONValue.object([("published", .number(c.published)), ("used", .number(c.published * c.factor)),
+                                                    ("source", .string(c.source))]))
+            }
+        }
+        return corrected.isEmpty ? [] : [("scale_correction", .object(corrected))]
     }
 
     /// `--list`: a table with a header row, columns padded to their widest cell. MATRIX says where
