@@ -155,11 +155,13 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
         }
     }
 
-    /// "Reading in_accel_x_raw of iio:device0 (bmi160)" and similar.
+    /// "Reading in_accel_x_raw of iio:device0 (bmi160)" and similar ("Writing" when the failed call
+    /// wrote: `write`, `iio_device_attr_write`, `iio_device_set_trigger`).
     private var action: String {
-        switch (attribute, device) {
-        case let (a?, d?): "Reading \(a) of \(d)"
-        case let (a?, nil): "Reading \(a)"
+        let verb = call.map { $0.contains("write") || $0.contains("_set_") } == true ? "Writing" : "Reading"
+        return switch (attribute, device) {
+        case let (a?, d?): "\(verb) \(a) of \(d)"
+        case let (a?, nil): "\(verb) \(a)"
         case let (nil, d?): "Accessing \(d)"
         case (nil, nil): uri.map { "Accessing the IIO context \"\($0)\"" } ?? "An IIO operation"
         }

@@ -68,4 +68,14 @@ struct ErrorTests {
         #expect(e.errno == MotionError.Errno(rawValue: 5) && e.errno?.name == "EIO" && e.errno?.description == "Input/output error")
         #expect(e.description == "Reading in_anglvel_z_raw of iio:device0 (bmi160) failed: input/output error (EIO, errno 5, from iio_channel_attr_read).")
     }
+
+    @Test("A failed write says Writing, a failed read Reading")
+    func writeOrRead() {
+        let w = MotionError.io(30, call: "write", device: "iio:device0 (mpu6050)", attribute: "in_accel_y_calibbias")
+        #expect(w.description == "Writing in_accel_y_calibbias of iio:device0 (mpu6050) failed: read-only file system (EROFS, errno 30, from write).")
+        let t = MotionError.io(5, call: "iio_device_set_trigger", device: "iio:device0 (bmi160)", attribute: "trigger/current_trigger")
+        #expect(t.description.hasPrefix("Writing trigger/current_trigger of iio:device0 (bmi160) failed"))
+        let r = MotionError.io(5, call: "iio_device_attr_read", device: "iio:device0 (bmi160)", attribute: "sampling_frequency")
+        #expect(r.description.hasPrefix("Reading sampling_frequency of iio:device0 (bmi160) failed"))
+    }
 }
