@@ -890,6 +890,32 @@ class Guest:
 
     # --- main --------------------------------------------------------------------------------
 
+    def note_unreadable_scales(self):
+        """Notes the bound devices whose listed scale file fails to read (D.UNREADABLE_SCALE)."""
+        D.UNREADABLE_SCALE.clear()
+        for name, dev in self.dev.items():
+            for kind in D.EXPECTED_SENSORS.get(name, []):
+                path = f"{kk.IIO}/{dev}/in_{kk.KIND_PREFIX[kind]}_scale"
+                if os.path.exists(path):
+                    try:
+                        kk.read(path)
+                    except OSError as e:
+                        D.UNREADABLE_SCALE[name] = os.path.basename(path)
+                        log(f"{name}: {os.path.basename(path)} is listed but reading it fails ({e}); "
+                            "--once must fail naming it")
+
+    def t_unreadable_scale(self):
+        """A device whose listed scale cannot be read (dmard09 before 6.1.190): --once fails with
+        exit 74, naming the device and the file, and prints no reading (never a silent raw count)."""
+        for name, file in D.UNREADABLE_SCALE.items():
+            @self.test("once", name)
+            def _(name=name, file=file):
+                dev = self.dev[name]
+                r = self.tools.run(["--once", "--json", "--device", dev])
+                check(r.rc == 74 and f"{file} of {dev} ({name})" in r.err and not r.readings(),
+                      f"want exit 74 naming {file}, no reading: {r.describe()}")
+                return f"exit 74: {r.err.strip().splitlines()[-1][:160]}"
+
     def t_two_axes(self):
         """A device with fewer than three axes (mxc6255: X and Y): --once fails with exit 69,
         naming the device and the missing channel, and prints no reading."""
@@ -949,9 +975,10 @@ class Guest:
         names = [n for c in chips for n in c.sensors]
         self.dev = {n: i for n, i in kk.wait_devices(names, timeout=60).items() if n in names}
         self.apply_attrs()
+        self.note_unreadable_scales()
         log(f"batch {os.path.basename(self.out)}: {self.dev}")
         cases = {"presets": self.t_presets, "record": self.t_record, "list": self.t_list,
-                 "once": lambda: (self.t_once(), self.t_two_axes()), "once-follows": self.t_follow,
+                 "once": lambda: (self.t_once(), self.t_two_axes(), self.t_unreadable_scale()), "once-follows": self.t_follow,
                  "default-stream": self.t_default_stream}
         for case in BATCH_CASES:
             if self.batch_wanted(case):
