@@ -98,6 +98,8 @@ public enum Recorder {
             for file in attributes.keys.sorted() where isWritable(dir + "/" + file) { writable.append(file) }
             // Drivers with a write_raw callback make every channel attribute writable, raw included.
             for id in rawValues.keys.sorted() where isWritable(dir + "/in_\(id)_raw") { writable.append("in_\(id)_raw") }
+            // A file listed but unreadable keeps its mode too (dmard09's in_accel_scale before 6.1.190: 0644, EINVAL).
+            for file in unreadable.keys.sorted() where isWritable(dir + "/" + file) { writable.append(file) }
             let hasBuffer = buffer != nil
             let eventsNode: Bool? = !hasBuffer && FileManager.default.fileExists(atPath: dir + "/dev") ? true : nil
             let rule = knownFrequencyRule(name)
