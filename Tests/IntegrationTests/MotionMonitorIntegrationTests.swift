@@ -253,7 +253,7 @@ struct MotionMonitorIntegrationTests {
 
 /// Drivers of Linux 6.1 whose published scale is not in the ABI's unit
 /// (Sources/IIOMotion/Backend/KernelQuirks.swift): their recorded fixtures read corrected.
-@Suite("motion-monitor on kernel quirks recorded from Linux 6.1", .timeLimit(.minutes(5)),
+@Suite("motion-monitor on kernel quirks recorded from Linux 6.1", .timeLimit(.minutes(10)),
        .enabled(if: Tools.ready, Comment(rawValue: Tools.notReadyReason)))
 struct KernelQuirkReadingTests {
     @Test("hmc5883l's scale (0.01/Gain, hmc5843_core.c:86) is read ×100: gauss, printed as µT",

@@ -8,7 +8,7 @@ import Testing
 // CLI, the SVG read back with XMLParser against the log's own rows, and rendered to PNG by
 // librsvg's rsvg-convert (scripts/install-deps installs librsvg2-bin).
 
-@Suite("motion-monitor plot of a simulated ride", .serialized, .timeLimit(.minutes(2)),
+@Suite("motion-monitor plot of a simulated ride", .serialized, .timeLimit(.minutes(10)),
        .enabled(if: SimHarness.monitorReady("motion-monitor plot tests"), Comment(rawValue: SimHarness.monitorNotReadyReason)))
 struct MotionMonitorPlotTests {
     /// The panels of an SVG: their scale and their lines.
