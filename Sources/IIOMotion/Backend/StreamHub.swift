@@ -1,4 +1,3 @@
-internal import CIIOShim
 internal import Dispatch
 import SystemSupport
 
@@ -470,7 +469,7 @@ final class StreamHub: Sendable {
 
 extension StreamHub {
     /// Whether the calling thread is a capture thread (running a handler delivered there).
-    static var onCaptureThread: Bool { iioshim_is_capture_thread() != 0 }
+    static var onCaptureThread: Bool { ThisThread.isCaptureThread }
 
     /// Whether the calling code runs on this hub's ``control`` queue.
     var isOnControl: Bool { DispatchQueue.getSpecific(key: Self.controlKey) == ObjectIdentifier(self) }
