@@ -37,6 +37,9 @@ protocol DeviceIO: AnyObject, Sendable {
     func readChannelAttribute(channel: Int, _ name: String) -> Result<String, MotionError.Errno>
     /// Writes a channel attribute by libiio's short name; nil on success.
     func writeChannelAttribute(channel: Int, _ name: String, _ value: String) -> MotionError.Errno?
+    /// Reads the attribute, device-level or of a channel, whose sysfs file is `file`
+    /// (`in_accel_scale`, `in_accel_x_raw`); `ENOENT` when no attribute has that file.
+    func readAttributeFile(_ file: String) -> Result<String, MotionError.Errno>
     /// Reads a file of the device's folder by its path (`buffer/length`, `scan_elements/in_accel_x_en`).
     func readFile(_ path: String) -> Result<String, MotionError.Errno>
     /// Writes a file of the device's folder by its path; nil on success.
@@ -79,7 +82,7 @@ protocol DeviceBuffer: AnyObject, Sendable {
     func offset(ofChannel channel: Int) -> Int?
 }
 
-/// ``DeviceIO`` on libiio: one device of a context this object owns.
+/// ``DeviceIO`` on libiio: one device of a context it keeps open.
 final class LibIIODevice: DeviceIO {
     let context: IIOContext
     let index: Int
@@ -89,13 +92,6 @@ final class LibIIODevice: DeviceIO {
         self.context = context
         self.index = index
         self.id = id
-    }
-
-    /// Opens a context on `uri` and finds the device `id` in it; nil when it is not there.
-    static func open(uri: String, id: String) throws(MotionError) -> LibIIODevice? {
-        let context = try IIOContext(uri: uri)
-        guard let index = context.deviceIndex(id: id) else { return nil }
-        return LibIIODevice(context: context, index: index, id: id)
     }
 
     var isLocal: Bool { context.backendName == "local" }
@@ -109,6 +105,7 @@ final class LibIIODevice: DeviceIO {
     func writeChannelAttribute(channel: Int, _ name: String, _ value: String) -> MotionError.Errno? {
         context.writeChannelAttribute(index, channel: channel, name, value)
     }
+    func readAttributeFile(_ file: String) -> Result<String, MotionError.Errno> { context.readDeviceFile(index, file) }
     func readFile(_ path: String) -> Result<String, MotionError.Errno> { context.readDevicePath(index, path) }
     func writeFile(_ path: String, _ value: String) -> MotionError.Errno? { context.writeDevicePath(index, path, value) }
 
