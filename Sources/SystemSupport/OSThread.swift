@@ -96,6 +96,12 @@ public enum ThisThread {
         systemsupport_mark_capture_thread()
     }
 
+    /// Whether SIGPIPE is blocked on the calling thread for the rest of its life
+    /// (``blockSIGPIPEOnThisThread()`` succeeded on it).
+    public static var hasSIGPIPEBlocked: Bool {
+        systemsupport_sigpipe_is_blocked_for_life() != 0
+    }
+
     /// Whether the calling thread is a capture thread (``markAsCaptureThread()``).
     public static var isCaptureThread: Bool {
         systemsupport_is_capture_thread() != 0
