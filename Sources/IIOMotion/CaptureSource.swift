@@ -34,8 +34,3 @@ typealias CaptureFactory = @Sendable (
 ) -> any CaptureSource
 
 extension DeviceCapture: CaptureSource {}
-
-extension StreamHub {
-    /// The production factory: libiio captures, each opening its own context on the settings' URI.
-    static let deviceCaptures: CaptureFactory = LibIIOBackend().captures
-}

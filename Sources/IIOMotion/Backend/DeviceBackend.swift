@@ -1,5 +1,3 @@
-internal import Glibc
-
 /// The devices of one IIO context as discovery walks them: libiio's context in production
 /// (``LibIIOContext``), a list of embedded devices in the unit tests.
 protocol DeviceContext: AnyObject, Sendable {
@@ -34,8 +32,6 @@ protocol DeviceBackend: Sendable {
 }
 
 extension DeviceBackend {
-    func udev(for context: Context) -> UdevDatabase { UdevDatabase.system(backend: context.backendName) }
-
     /// Opens a context on `uri` and discovers its motion sensors.
     func discover(uri: String) -> Result<Discovery, MotionError> {
         do throws(MotionError) {
@@ -57,31 +53,5 @@ extension DeviceBackend {
                 open: { () throws(MotionError) in try self.open(uri: uri).device(id: id) },
                 deliver: deliver, fail: fail)
         }
-    }
-}
-
-/// ``DeviceBackend`` on libiio (and, for a local context, this machine's udev).
-struct LibIIOBackend: DeviceBackend {
-    func open(uri: String) throws(MotionError) -> LibIIOContext {
-        LibIIOContext(try IIOContext(uri: uri))
-    }
-}
-
-/// ``DeviceContext`` on a libiio context.
-final class LibIIOContext: DeviceContext {
-    let context: IIOContext
-
-    init(_ context: IIOContext) { self.context = context }
-
-    var uri: String { context.uri }
-    var backendName: String { context.backendName }
-    var deviceCount: Int { context.deviceCount }
-
-    func device(at index: Int) -> LibIIODevice {
-        LibIIODevice(context: context, index: index, id: context.deviceID(index) ?? "")
-    }
-
-    func device(id: String) -> LibIIODevice? {
-        context.deviceIndex(id: id).map { LibIIODevice(context: context, index: $0, id: id) }
     }
 }

@@ -32,10 +32,9 @@ struct Discovery: Sendable {
     /// they never abort discovery of the others.
     /// - Parameters:
     ///   - context: the IIO context.
-    ///   - udev: where udev's properties come from (default: this machine's udev for a local
-    ///     context, none for a remote one).
-    init(context: some DeviceContext, udev: UdevDatabase? = nil) {
-        let udev = udev ?? UdevDatabase.system(backend: context.backendName)
+    ///   - udev: where udev's properties come from (``DeviceBackend/udev(for:)``: this machine's
+    ///     udev for a local libiio context, none for a remote one).
+    init(context: some DeviceContext, udev: UdevDatabase) {
         var devices: [DeviceInfo] = []
         var plans: [SensorPlan] = []
         for index in 0..<context.deviceCount {

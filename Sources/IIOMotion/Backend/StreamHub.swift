@@ -27,7 +27,8 @@ final class StreamHub: Sendable {
     let latest = Locked(Latest())
     /// The units captures deliver samples in.
     let units: MotionUnits
-    /// Makes the device captures: libiio's in production, scripted ones in unit tests.
+    /// Makes the device captures: the manager's backend's (``DeviceBackend/captures``: libiio's in
+    /// production, embedded devices' in unit tests), or scripted ones.
     let makeCapture: CaptureFactory
 
     #if compiler(>=6.2)
@@ -36,7 +37,7 @@ final class StreamHub: Sendable {
     private nonisolated(unsafe) static let controlKey = DispatchSpecificKey<ObjectIdentifier>()  // a key has no state (an identity); Dispatch marks it Sendable from Swift 6.2
     #endif
 
-    init(units: MotionUnits = .coreMotion, makeCapture: @escaping CaptureFactory = StreamHub.deviceCaptures) {
+    init(units: MotionUnits = .coreMotion, makeCapture: @escaping CaptureFactory) {
         self.units = units
         self.makeCapture = makeCapture
         control.setSpecific(key: Self.controlKey, value: ObjectIdentifier(self))
