@@ -69,19 +69,20 @@ struct DiscoveryTests {
     @Test("Mount matrix: the kernel's per-type file, else the shared one; udev's ACCEL_MOUNT_MATRIX wins for the accelerometer and the gyroscope")
     func mountMatrix() throws {
         let swapXY = "0, 1, 0; 1, 0, 0; 0, 0, 1", flipZ = "1, 0, 0; 0, 1, 0; 0, 0, -1"
+        let swapped = try MountMatrix(parsing: swapXY), flipped = try MountMatrix(parsing: flipZ)
         let kernel = try Self.discover { f in
             f["in_accel_mount_matrix"] = swapXY
             f["mount_matrix"] = flipZ
         }
         let a = try Self.plan(kernel, .accelerometer), g = try Self.plan(kernel, .gyroscope)
-        #expect(a.info.mountMatrix == (try MountMatrix(parsing: swapXY)) && a.info.mountMatrixSource == .sysfs(file: "in_accel_mount_matrix"))
-        #expect(g.info.mountMatrix == (try MountMatrix(parsing: flipZ)) && g.info.mountMatrixSource == .sysfs(file: "mount_matrix"))
+        #expect(a.info.mountMatrix == swapped && a.info.mountMatrixSource == .sysfs(file: "in_accel_mount_matrix"))
+        #expect(g.info.mountMatrix == flipped && g.info.mountMatrixSource == .sysfs(file: "mount_matrix"))
 
         let withUdev = try Self.discover({ f in f["in_accel_mount_matrix"] = swapXY },
                                          udev: ["iio:device0": ["ACCEL_MOUNT_MATRIX": flipZ, "ACCEL_LOCATION": "display"]])
         for kind in [SensorKind.accelerometer, .gyroscope] {
             let p = try Self.plan(withUdev, kind)
-            #expect(p.info.mountMatrix == (try MountMatrix(parsing: flipZ)), "\(kind)")
+            #expect(p.info.mountMatrix == flipped, "\(kind)")
             #expect(p.info.mountMatrixSource == .udev(property: "ACCEL_MOUNT_MATRIX"), "\(kind)")
             #expect(p.info.udevLocation == "display" && p.info.udevUnavailable == nil, "\(kind)")
         }
