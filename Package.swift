@@ -47,10 +47,13 @@ let package = Package(
             providers: [.apt(["libudev-dev"])]
         ),
         // The only code that calls libiio.
-        .target(name: "CIIOShim", dependencies: ["CLibIIO"], cSettings: cSettings),
+        .target(name: "CIIOShim", dependencies: ["CLibIIO", "CSystemSupport"], cSettings: cSettings),
         // What every target shares: a lock ThreadSanitizer understands (see Locked.swift for why not
         // Synchronization.Mutex), the monotonic clock, the one way to start a thread, and errno text.
-        .target(name: "SystemSupport", swiftSettings: swiftSettings),
+        // and the calling thread's name, role and SIGPIPE block (CSystemSupport: a thread-local flag
+        // CIIOShim's SIGPIPE guard reads on every libiio call).
+        .target(name: "CSystemSupport", cSettings: cSettings),
+        .target(name: "SystemSupport", dependencies: ["CSystemSupport"], swiftSettings: swiftSettings),
         .target(name: "IIOMotion", dependencies: ["CIIOShim", "CLibUdev", "SystemSupport"], swiftSettings: swiftSettings),
         .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "MotionMQTT", "SystemSupport"], swiftSettings: swiftSettings,
                           linkerSettings: staticRuntime),

@@ -245,31 +245,3 @@ ssize_t iioshim_buffer_channel_offset(const iioshim_buffer *buf, const iioshim_c
 		return -ENOENT;
 	return (ssize_t) ((const char *) iio_buffer_first(buf, c) - (const char *) iio_buffer_start(buf));
 }
-
-__thread int iioshim_sigpipe_blocked_for_life;
-static __thread int capture_thread;
-
-void iioshim_capture_thread_begin(const char *name)
-{
-	sigset_t s;
-
-	iioshim_name_this_thread(name);
-	capture_thread = 1;
-	sigemptyset(&s);
-	sigaddset(&s, SIGPIPE);
-	iioshim_sigpipe_blocked_for_life = pthread_sigmask(SIG_BLOCK, &s, NULL) == 0;
-}
-
-int iioshim_is_capture_thread(void)
-{
-	return capture_thread;
-}
-
-/* Not libiio: names the calling thread (pthread_setname_np needs _GNU_SOURCE, which Swift's
- * Glibc module does not define). The kernel keeps 15 bytes. */
-void iioshim_name_this_thread(const char *name)
-{
-	char buf[16];
-	snprintf(buf, sizeof(buf), "%s", name);
-	pthread_setname_np(pthread_self(), buf);
-}

@@ -17,15 +17,16 @@ typedef struct {
 	int active;
 } iioshim_sigpipe_guard;
 
-/* Set on capture threads, which block SIGPIPE for their whole life (iioshim_capture_thread_begin):
- * the guard then costs nothing. */
-extern __thread int iioshim_sigpipe_blocked_for_life;
+/* Set on threads that block SIGPIPE for their whole life (the capture threads, through
+ * SystemSupport's blockSIGPIPEOnThisThread): the guard then costs nothing. Defined in
+ * CSystemSupport (CSystemSupport.c). */
+extern __thread int systemsupport_sigpipe_blocked_for_life;
 
 static inline void iioshim_sigpipe_block(iioshim_sigpipe_guard *g)
 {
 	sigset_t s;
 	int saved = errno;
-	if (iioshim_sigpipe_blocked_for_life) {
+	if (systemsupport_sigpipe_blocked_for_life) {
 		g->active = 0;
 		return;
 	}

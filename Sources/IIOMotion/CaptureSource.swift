@@ -34,12 +34,3 @@ typealias CaptureFactory = @Sendable (
 ) -> any CaptureSource
 
 extension DeviceCapture: CaptureSource {}
-
-extension StreamHub {
-    /// The production factory: libiio captures, each opening its own context on the settings' URI.
-    static let deviceCaptures: CaptureFactory = { settings, deliver, fail in
-        let uri = settings.uri, id = settings.plans.first?.info.deviceID ?? ""
-        return DeviceCapture<LibIIODevice>(settings: settings, open: { () throws(MotionError) in try LibIIODevice.open(uri: uri, id: id) },
-                                           deliver: deliver, fail: fail)
-    }
-}

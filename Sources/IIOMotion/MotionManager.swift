@@ -51,6 +51,8 @@ public final class MotionManager: Sendable {
 
     let selectors: [SensorKind: DeviceSelector]
     private let overrides: [SensorKind: MountMatrix]
+    /// Opens a context on ``uri`` and discovers its devices (the backend's ``DeviceBackend/discover(uri:)``).
+    private let discoverDevices: @Sendable (_ uri: String) -> Result<Discovery, MotionError>
     /// Which calibrations readings get (see MotionManager+Calibration.swift).
     let calibrationSettings: Locked<CalibrationSettings>
     let state: Locked<State>
@@ -84,7 +86,7 @@ public final class MotionManager: Sendable {
     ///     ``SensorInfo/mountMatrixSource`` says which.
     ///   - calibration: the accelerometer and gyroscope calibrations applied to readings: the
     ///     ones `motion-monitor calibrate` stored (default), none, or the caller's.
-    public init(
+    public convenience init(
         uri: String = "local:",
         units: MotionUnits = .coreMotion,
         accelerometer: DeviceSelector = .automatic,
@@ -93,9 +95,22 @@ public final class MotionManager: Sendable {
         mountMatrixOverrides: [SensorKind: MountMatrix] = [:],
         calibration: CalibrationChoice = .stored
     ) {
+        self.init(uri: uri, units: units, accelerometer: accelerometer, gyroscope: gyroscope, magnetometer: magnetometer,
+                  mountMatrixOverrides: mountMatrixOverrides, calibration: calibration, backend: LibIIOBackend())
+    }
+
+    /// A manager on `backend`'s devices: the public initializer on libiio (``LibIIOBackend``), the
+    /// unit tests on embedded devices. Discovery, polled reads and captures all go through it.
+    init(
+        uri: String, units: MotionUnits, accelerometer: DeviceSelector, gyroscope: DeviceSelector,
+        magnetometer: DeviceSelector, mountMatrixOverrides: [SensorKind: MountMatrix],
+        calibration: CalibrationChoice, backend: some DeviceBackend
+    ) {
         self.uri = uri
         self.units = units
-        self.hub = StreamHub(units: units)
+        self.hub = StreamHub(units: units, makeCapture: backend.captures)
+        let discoverDevices: @Sendable (String) -> Result<Discovery, MotionError> = { uri in backend.discover(uri: uri) }
+        self.discoverDevices = discoverDevices
         let selectors: [SensorKind: DeviceSelector] = [
             .accelerometer: accelerometer, .gyroscope: gyroscope, .magnetometer: magnetometer,
         ]
@@ -103,7 +118,8 @@ public final class MotionManager: Sendable {
         self.overrides = mountMatrixOverrides
         let settings = CalibrationSettings(choice: calibration)
         self.calibrationSettings = Locked(settings)
-        self.state = Locked(Self.discover(uri: uri, selectors: selectors, overrides: mountMatrixOverrides, calibration: settings))
+        self.state = Locked(Self.choose(from: discoverDevices(uri), uri: uri, selectors: selectors,
+                                        overrides: mountMatrixOverrides, calibration: settings))
         let folder = MagnetometerCalibrationStore.defaultFolder()
         motionEngine.state.withLock { $0.calibrationFolder = folder }
     }
@@ -117,6 +133,9 @@ public final class MotionManager: Sendable {
         self.hub = StreamHub(units: units, makeCapture: makeCapture)
         self.selectors = [:]
         self.overrides = [:]
+        self.discoverDevices = { uri in
+            .failure(MotionError(code: .contextUnavailable, uri: uri, detail: "A scripted manager has no IIO context"))
+        }
         self.calibrationSettings = Locked(CalibrationSettings(choice: .uncalibrated))
         var chosen: [SensorKind: SensorPlan] = [:]
         for p in plans { chosen[p.info.kind] = p }
@@ -131,15 +150,15 @@ public final class MotionManager: Sendable {
         hub.close()
     }
 
-    private static func discover(
-        uri: String, selectors: [SensorKind: DeviceSelector], overrides: [SensorKind: MountMatrix],
-        calibration: CalibrationSettings
+    /// The sensors the selectors choose from `discovered`, with the overrides and calibrations applied.
+    private static func choose(
+        from discovered: Result<Discovery, MotionError>, uri: String, selectors: [SensorKind: DeviceSelector],
+        overrides: [SensorKind: MountMatrix], calibration: CalibrationSettings
     ) -> State {
         let discovery: Discovery
-        do throws(MotionError) {
-            discovery = Discovery(context: try IIOContext(uri: uri))
-        } catch {
-            return State(discovery: .failure(error), chosen: [:])
+        switch discovered {
+        case .success(let d): discovery = d
+        case .failure(let error): return State(discovery: .failure(error), chosen: [:])
         }
         var chosen: [SensorKind: SensorPlan] = [:]
         for kind in [SensorKind.accelerometer, .gyroscope, .magnetometer] {
@@ -159,8 +178,8 @@ public final class MotionManager: Sendable {
     /// Closes the IIO context and discovers the devices again, e.g. after a hot-plug or after
     /// another program changed a range. Readings already returned are unaffected.
     public func rediscover() {
-        let fresh = Self.discover(uri: uri, selectors: selectors, overrides: overrides,
-                                  calibration: calibrationSettings.withLock { $0 })
+        let fresh = Self.choose(from: discoverDevices(uri), uri: uri, selectors: selectors, overrides: overrides,
+                                calibration: calibrationSettings.withLock { $0 })
         state.withLock { $0 = fresh }
     }
 

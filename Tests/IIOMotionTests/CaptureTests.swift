@@ -37,6 +37,9 @@ enum BMI160 {
             "in_accel_sampling_frequency": "100", "in_anglvel_sampling_frequency": "100",
             "buffer/length": "0", "buffer/watermark": "1", "buffer/enable": "0",
             "current_timestamp_clock": "realtime",
+            "in_accel_scale": "\(accelScale)", "in_anglvel_scale": "\(gyroScale)",
+            "in_accel_sampling_frequency_available": "25 50 100 200 400 800 1600",
+            "in_anglvel_sampling_frequency_available": "25 50 100 200 400 800 1600",
         ]
         for id in ids + ["timestamp"] {
             f["scan_elements/in_\(id)_en"] = "0"
@@ -57,20 +60,10 @@ enum BMI160 {
         return EmbeddedDevice(raw: raw, state: state)
     }
 
+    /// The plan discovery makes for the probed device's sensor of `kind`.
     static func plan(_ kind: SensorKind, name: String = "bmi160") -> SensorPlan {
-        var info = sensor("iio:device0", name: name, kind: kind)
-        let type = kind == .accelerometer ? "accel" : "anglvel"
-        info.scale = AxisValues(all: kind == .accelerometer ? accelScale : gyroScale)
-        info.scaleFile = "in_\(type)_scale"
-        info.samplingFrequency = 100
-        info.samplingFrequencyFile = "in_\(type)_sampling_frequency"
-        info.availableSamplingFrequencies = .discrete([25, 50, 100, 200, 400, 800, 1600])
-        info.canBuffer = true
-        info.triggerName = "bmi160-dev0"
-        info.hasTimestampChannel = true
-        let base = kind == .accelerometer ? 0 : 3
-        let rawChannels: [(channel: Int, file: String)?] = (0..<3).map { (base + $0, "in_\(ids[base + $0])_raw") }
-        return SensorPlan(info: info, deviceIndex: 0, rawChannels: rawChannels, scanElements: [], timestampElement: nil)
+        let discovery = Discovery(context: EmbeddedContext([device(raw: raw(name: name))]), udev: UdevDatabase(unavailable: "none"))
+        return discovery.plans.first { $0.info.kind == kind }!
     }
 
     static func settings(_ kinds: [SensorKind] = [.accelerometer, .gyroscope], interval: Double = 0.01, everySample: Bool = true,
@@ -390,10 +383,7 @@ struct CaptureTests {
     @Test("Through the manager: polled mode when asked, on a device that could stream: no buffer opened, samples arrive")
     func managerPolledWhenAsked() throws {
         let device = BMI160.device { $0.pollBudget = 20 }
-        let manager = MotionManager(plans: [BMI160.plan(.accelerometer), BMI160.plan(.gyroscope)], units: .si,
-                                    makeCapture: { settings, deliver, fail in
-                                        DeviceCapture<EmbeddedDevice>(settings: settings, open: { device }, deliver: deliver, fail: fail)
-                                    })
+        let manager = MotionManager.embedded([device], units: .si)
         manager.preferredMode = .polled
         manager.accelerometerUpdateInterval = 0
         let samples = Locked(0)
@@ -414,10 +404,7 @@ struct CaptureTests {
             if silent { s.refills = [.stall] } else { s.openError = EINVAL }
             s.pollBudget = 20
         }
-        let manager = MotionManager(plans: [BMI160.plan(.accelerometer, name: name), BMI160.plan(.gyroscope, name: name)], units: .coreMotion,
-                                    makeCapture: { settings, deliver, fail in
-                                        DeviceCapture<EmbeddedDevice>(settings: settings, open: { device }, deliver: deliver, fail: fail)
-                                    })
+        let manager = MotionManager.embedded([device], units: .coreMotion)
         let notices = Locked<[String]>([])
         manager.noticeHandler = { n in notices.withLock { $0.append("\(n)") } }
         let samples = Locked(0)

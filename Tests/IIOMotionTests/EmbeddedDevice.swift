@@ -107,7 +107,10 @@ final class EmbeddedDevice: DeviceIO, Sendable {
 
     func describe() -> RawDevice? { state.withLock { $0.unplugged } ? nil : raw }
 
-    func hasAttribute(_ name: String) -> Bool { state.withLock { $0.files[name] != nil } }
+    /// A device-level attribute: a file of the folder itself that is no channel's (`in_…`).
+    func hasAttribute(_ name: String) -> Bool {
+        !name.hasPrefix("in_") && !name.contains("/") && state.withLock { $0.files[name] != nil }
+    }
     func readAttribute(_ name: String) -> Result<String, MotionError.Errno> { readFile(name) }
     func writeAttribute(_ name: String, _ value: String) -> MotionError.Errno? { writeFile(name, value) }
     func readChannelAttribute(channel: Int, _ name: String) -> Result<String, MotionError.Errno> {
@@ -116,6 +119,10 @@ final class EmbeddedDevice: DeviceIO, Sendable {
     func writeChannelAttribute(channel: Int, _ name: String, _ value: String) -> MotionError.Errno? {
         writeFile(channelFile(channel, name), value)
     }
+
+    /// Every file of the folder is an attribute here (libiio lists each sysfs file of a device or
+    /// channel as one).
+    func readAttributeFile(_ file: String) -> Result<String, MotionError.Errno> { readFile(file) }
 
     func readFile(_ path: String) -> Result<String, MotionError.Errno> {
         state.withLock { s in
@@ -294,4 +301,51 @@ final class EmbeddedBuffer: DeviceBuffer, @unchecked Sendable { // `storage` is 
     }
 
     func offset(ofChannel channel: Int) -> Int? { layout.offsets[channel] }
+}
+
+/// A context of embedded devices (device `i` at index `i`; each device's ``RawDevice/index``
+/// must be its position), for running discovery and a ``MotionManager`` in-process.
+final class EmbeddedContext: DeviceContext {
+    let devices: [EmbeddedDevice]
+    let uri = "embedded:"
+    let backendName = "embedded"
+
+    init(_ devices: [EmbeddedDevice]) { self.devices = devices }
+
+    var deviceCount: Int { devices.count }
+    func device(at index: Int) -> EmbeddedDevice { devices[index] }
+    func device(id: String) -> EmbeddedDevice? { devices.first { $0.raw.id == id } }
+}
+
+/// A backend whose every context is the same ``EmbeddedContext``, with a udev database of
+/// `udev` (device id → properties); none when nil.
+struct EmbeddedBackend: DeviceBackend {
+    let context: EmbeddedContext
+    let udev: [String: [String: String]]?
+
+    init(_ devices: [EmbeddedDevice], udev: [String: [String: String]]? = nil) {
+        context = EmbeddedContext(devices)
+        self.udev = udev
+    }
+
+    func open(uri: String) throws(MotionError) -> EmbeddedContext { context }
+
+    func udev(for context: EmbeddedContext) -> UdevDatabase {
+        guard let table = udev else { return UdevDatabase(unavailable: "an embedded context has no udev") }
+        return UdevDatabase { id in table[id] ?? [:] }
+    }
+
+    /// What discovery finds on these devices.
+    func discovery() throws(MotionError) -> Discovery { try discover(uri: context.uri).get() }
+}
+
+extension MotionManager {
+    /// A manager on embedded devices: discovery, polled reads and captures through ``EmbeddedBackend``,
+    /// no stored calibration.
+    static func embedded(_ devices: [EmbeddedDevice], udev: [String: [String: String]]? = nil,
+                         units: MotionUnits = .coreMotion, mountMatrixOverrides: [SensorKind: MountMatrix] = [:]) -> MotionManager {
+        MotionManager(uri: "embedded:", units: units, accelerometer: .automatic, gyroscope: .automatic, magnetometer: .automatic,
+                      mountMatrixOverrides: mountMatrixOverrides, calibration: .uncalibrated,
+                      backend: EmbeddedBackend(devices, udev: udev))
+    }
 }

@@ -211,15 +211,4 @@ ssize_t iioshim_buffer_channel_offset(const iioshim_buffer *_Nonnull buf,
 
 #pragma clang assume_nonnull end
 
-/* Names the calling thread (what `top -H` and debuggers show); at most 15 bytes are kept. */
-void iioshim_name_this_thread(const char *_Nonnull name);
-
-/* Makes the calling thread a capture thread: names it, and blocks SIGPIPE on it for the rest of
- * its life, so that libiio calls on it need no per-call SIGPIPE guard (three system calls per
- * refill saved); a SIGPIPE raised on it stays pending and is discarded when the thread ends. */
-void iioshim_capture_thread_begin(const char *_Nonnull name);
-
-/* Whether the calling thread is a capture thread (a handler delivered on it is running). */
-int iioshim_is_capture_thread(void);
-
 #endif

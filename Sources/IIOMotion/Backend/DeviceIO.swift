@@ -1,6 +1,5 @@
 internal import Dispatch
 internal import Glibc
-internal import SystemSupport
 
 /// One refill's scans: the first scan, the number of bytes read and the size of one scan.
 typealias Scans = (start: UnsafeRawPointer, bytes: Int, step: Int)
@@ -37,6 +36,9 @@ protocol DeviceIO: AnyObject, Sendable {
     func readChannelAttribute(channel: Int, _ name: String) -> Result<String, MotionError.Errno>
     /// Writes a channel attribute by libiio's short name; nil on success.
     func writeChannelAttribute(channel: Int, _ name: String, _ value: String) -> MotionError.Errno?
+    /// Reads the attribute, device-level or of a channel, whose sysfs file is `file`
+    /// (`in_accel_scale`, `in_accel_x_raw`); `ENOENT` when no attribute has that file.
+    func readAttributeFile(_ file: String) -> Result<String, MotionError.Errno>
     /// Reads a file of the device's folder by its path (`buffer/length`, `scan_elements/in_accel_x_en`).
     func readFile(_ path: String) -> Result<String, MotionError.Errno>
     /// Writes a file of the device's folder by its path; nil on success.
@@ -77,65 +79,4 @@ protocol DeviceBuffer: AnyObject, Sendable {
     func destroy()
     /// The byte offset of a channel's element within a scan.
     func offset(ofChannel channel: Int) -> Int?
-}
-
-/// ``DeviceIO`` on libiio: one device of a context this object owns.
-final class LibIIODevice: DeviceIO {
-    let context: IIOContext
-    let index: Int
-    private let id: String
-
-    init(context: IIOContext, index: Int, id: String) {
-        self.context = context
-        self.index = index
-        self.id = id
-    }
-
-    /// Opens a context on `uri` and finds the device `id` in it; nil when it is not there.
-    static func open(uri: String, id: String) throws(MotionError) -> LibIIODevice? {
-        let context = try IIOContext(uri: uri)
-        guard let index = context.deviceIndex(id: id) else { return nil }
-        return LibIIODevice(context: context, index: index, id: id)
-    }
-
-    var isLocal: Bool { context.backendName == "local" }
-    func describe() -> RawDevice? { context.describeDevice(index) }
-    func hasAttribute(_ name: String) -> Bool { context.deviceHasAttribute(index, name) }
-    func readAttribute(_ name: String) -> Result<String, MotionError.Errno> { context.readDeviceAttribute(index, name) }
-    func writeAttribute(_ name: String, _ value: String) -> MotionError.Errno? { context.writeDeviceAttribute(index, name, value) }
-    func readChannelAttribute(channel: Int, _ name: String) -> Result<String, MotionError.Errno> {
-        context.readChannelAttribute(index, channel: channel, name)
-    }
-    func writeChannelAttribute(channel: Int, _ name: String, _ value: String) -> MotionError.Errno? {
-        context.writeChannelAttribute(index, channel: channel, name, value)
-    }
-    func readFile(_ path: String) -> Result<String, MotionError.Errno> { context.readDevicePath(index, path) }
-    func writeFile(_ path: String, _ value: String) -> MotionError.Errno? { context.writeDevicePath(index, path, value) }
-
-    func sysfsText(_ path: String) -> String? {
-        guard isLocal, let f = fopen("/sys/bus/iio/devices/\(id)/\(path)", "r") else { return nil }
-        defer { fclose(f) }
-        var buffer = [UInt8](repeating: 0, count: 128)
-        let n = fread(&buffer, 1, buffer.count - 1, f)
-        return String(decoding: buffer[..<n], as: UTF8.self)
-    }
-
-    func triggerName() -> Result<String, MotionError.Errno> { context.triggerName(index) }
-    func triggerExists(named name: String) -> Bool { context.triggerIndex(name: name) != nil }
-    func setTrigger(named name: String) -> MotionError.Errno? {
-        guard let t = context.triggerIndex(name: name) else { return MotionError.Errno(ENOENT) }
-        return context.setTrigger(index, trigger: t)
-    }
-
-    func setTimeout(seconds: Double) { _ = context.setTimeout(milliseconds: RefillSizing.milliseconds(seconds)) }
-    func openBuffer(channels: [Int], samples: Int, kernelBuffers: Int) -> Result<IIOBuffer, MotionError.Errno> {
-        context.createBuffer(index, channels: channels, samples: samples, kernelBuffers: kernelBuffers)
-    }
-
-    func now() -> Double { monotonicSeconds() }
-    func nanoseconds(on clock: clockid_t) -> Int64 { IIOMotion.nanoseconds(clock) }
-    func pause(until deadline: Double, wake: DispatchSemaphore) {
-        let wait = max(0, deadline - monotonicSeconds())
-        _ = wake.wait(timeout: .now() + .nanoseconds(Int(wait * 1e9)))
-    }
 }

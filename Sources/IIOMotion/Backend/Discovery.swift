@@ -22,25 +22,25 @@ struct ScanElement: Sendable, Equatable {
 
 /// The result of walking one context: every motion device, and a read plan per sensor.
 struct Discovery: Sendable {
-    let context: IIOContext
+    let context: any DeviceContext
     let devices: [DeviceInfo]
     let plans: [SensorPlan]
 
-    /// Walks every device of `context`, reading names, labels, scales, offsets, mount matrices
-    /// and sampling frequencies, and udev's properties of each device (`ACCEL_MOUNT_MATRIX`,
+    /// Walks every device of `context` (through ``DeviceIO``, as a capture reads it), reading
+    /// names, labels, scales, offsets, mount matrices and sampling frequencies, and udev's properties of each device (`ACCEL_MOUNT_MATRIX`,
     /// `ACCEL_LOCATION`). Problems with one sensor are recorded in its ``SensorInfo/problem``;
     /// they never abort discovery of the others.
     /// - Parameters:
     ///   - context: the IIO context.
-    ///   - udev: where udev's properties come from (default: this machine's udev for a local
-    ///     context, none for a remote one).
-    init(context: IIOContext, udev: UdevDatabase? = nil) {
-        let udev = udev ?? UdevDatabase.system(backend: context.backendName)
+    ///   - udev: where udev's properties come from (``DeviceBackend/udev(for:)``: this machine's
+    ///     udev for a local libiio context, none for a remote one).
+    init(context: some DeviceContext, udev: UdevDatabase) {
         var devices: [DeviceInfo] = []
         var plans: [SensorPlan] = []
         for index in 0..<context.deviceCount {
-            guard let raw = context.describeDevice(index), !raw.isTrigger else { continue }
-            let found = Self.sensors(of: raw, in: context, udev: udev)
+            let device = context.device(at: index)
+            guard let raw = device.describe(), !raw.isTrigger else { continue }
+            let found = Self.sensors(of: raw, on: device, udev: udev)
             guard !found.isEmpty else { continue }
             plans += found
             let first = found[0].info
@@ -54,7 +54,7 @@ struct Discovery: Sendable {
         self.plans = plans
     }
 
-    private static func sensors(of raw: RawDevice, in context: IIOContext, udev: UdevDatabase) -> [SensorPlan] {
+    private static func sensors(of raw: RawDevice, on device: some DeviceIO, udev: UdevDatabase) -> [SensorPlan] {
         let kinds: [(SensorKind, RawChannel.Kind)] = [(.accelerometer, .accel), (.gyroscope, .anglvel), (.magnetometer, .magn)]
         let present = kinds.filter { k in raw.channels.contains { $0.kind == k.1 && $0.axis != nil } }
         guard !present.isEmpty else { return [] }
@@ -63,10 +63,10 @@ struct Discovery: Sendable {
         let properties = hasAccelerometer ? udev.properties(of: raw.id) : [:]
 
         let deviceText = raw.name.map { "\(raw.id) (\($0))" } ?? raw.id
-        let location: String? = context.deviceHasAttribute(raw.index, "location")
-            ? (try? context.readDeviceAttribute(raw.index, "location").get()).map { String(AttributeText.trimmed($0)) }
+        let location: String? = device.hasAttribute("location")
+            ? (try? device.readAttribute("location").get()).map { String(AttributeText.trimmed($0)) }
             : nil
-        let trigger: String? = switch context.triggerName(raw.index) {
+        let trigger: String? = switch device.triggerName() {
         case .success(let name) where !name.isEmpty: name
         default: nil
         }
@@ -76,7 +76,7 @@ struct Discovery: Sendable {
         }
 
         return present.map { kind, channelKind in
-            let reader = AttributeReader(context: context, device: raw.index, deviceText: deviceText)
+            let reader = AttributeReader(device: device, deviceText: deviceText)
             let axes = Axis.allCases.map { axis in
                 raw.channels.first { $0.kind == channelKind && $0.axis == axis }
             }
@@ -221,9 +221,8 @@ extension Discovery {
 }
 
 /// Reads attributes of one device by sysfs file name, trying candidates in order.
-private struct AttributeReader {
-    let context: IIOContext
-    let device: Int
+private struct AttributeReader<Device: DeviceIO> {
+    let device: Device
     let deviceText: String
 
     /// The first candidate file that exists, with its text. Read errors other than "no such
@@ -234,13 +233,13 @@ private struct AttributeReader {
 
     private func firstText(in files: [String]) throws(MotionError) -> (text: String, file: String)? {
         for file in files {
-            switch context.readDeviceFile(device, file) {
+            switch device.readAttributeFile(file) {
             case .success(let text):
                 return (text, file)
             case .failure(let e) where e.rawValue == ENOENT: // not published under this name; try the next
                 continue
             case .failure(let e):
-                let call = context.deviceHasAttribute(device, file) ? "iio_device_attr_read" : "iio_channel_attr_read"
+                let call = device.hasAttribute(file) ? "iio_device_attr_read" : "iio_channel_attr_read"
                 throw MotionError.io(e.rawValue, call: call, device: deviceText, attribute: file)
             }
         }

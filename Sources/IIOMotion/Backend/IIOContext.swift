@@ -43,6 +43,13 @@ final class IIOContext: @unchecked Sendable { // the pointer is immutable after 
     /// Number of devices, triggers included.
     var deviceCount: Int { Int(iioshim_device_count(handle)) }
 
+    /// The id (`"iio:device0"`, `"trigger0"`) of the device at `index`, or nil if out of range.
+    func deviceID(_ index: Int) -> String? {
+        var desc = iioshim_device_desc()
+        guard iioshim_device_describe(handle, UInt32(index), &desc) == 0 else { return nil }
+        return desc.id.map { String(cString: $0) } ?? ""
+    }
+
     /// Discovery facts about the device at `index`, or nil if out of range.
     func describeDevice(_ index: Int) -> RawDevice? {
         var desc = iioshim_device_desc()

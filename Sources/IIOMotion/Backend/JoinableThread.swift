@@ -1,9 +1,9 @@
-internal import CIIOShim
 import SystemSupport
 import Synchronization
 
 /// A capture thread (an ``OSThread``): named after its device, with SIGPIPE blocked for its whole
-/// life (see `iioshim_capture_thread_begin`), and counted while it runs.
+/// life (``blockSIGPIPEOnThisThread()``: libiio calls on it then need no per-call SIGPIPE guard),
+/// marked as a capture thread (``ThisThread/isCaptureThread``), and counted while it runs.
 final class JoinableThread: Sendable {
     private let thread: OSThread
 
@@ -20,7 +20,9 @@ final class JoinableThread: Sendable {
         Self.running.add(1, ordering: .relaxed)
         do {
             thread = try OSThread(name: name) {
-                iioshim_capture_thread_begin(name)
+                ThisThread.setName(name)
+                ThisThread.markAsCaptureThread()
+                blockSIGPIPEOnThisThread()
                 body()
                 JoinableThread.running.subtract(1, ordering: .releasing)
             }

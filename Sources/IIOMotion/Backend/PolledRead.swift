@@ -6,8 +6,7 @@ extension Discovery {
     func readSI(_ plan: SensorPlan, matrix: MountMatrix) throws(MotionError) -> (vector: (x: Double, y: Double, z: Double), timestamp: Double) {
         var info = plan.info
         info.mountMatrix = matrix
-        return try PolledReader.readSI(device: LibIIODevice(context: context, index: plan.deviceIndex, id: plan.info.deviceID),
-                                       channels: plan.rawChannels, info: info)
+        return try PolledReader.readSI(device: context.device(at: plan.deviceIndex), channels: plan.rawChannels, info: info)
     }
 }
 

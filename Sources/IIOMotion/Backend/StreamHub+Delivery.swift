@@ -1,4 +1,3 @@
-internal import CIIOShim
 internal import Dispatch
 import SystemSupport
 

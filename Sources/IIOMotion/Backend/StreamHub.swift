@@ -1,4 +1,3 @@
-internal import CIIOShim
 internal import Dispatch
 import SystemSupport
 
@@ -28,7 +27,8 @@ final class StreamHub: Sendable {
     let latest = Locked(Latest())
     /// The units captures deliver samples in.
     let units: MotionUnits
-    /// Makes the device captures: libiio's in production, scripted ones in unit tests.
+    /// Makes the device captures: the manager's backend's (``DeviceBackend/captures``: libiio's in
+    /// production, embedded devices' in unit tests), or scripted ones.
     let makeCapture: CaptureFactory
 
     #if compiler(>=6.2)
@@ -37,7 +37,7 @@ final class StreamHub: Sendable {
     private nonisolated(unsafe) static let controlKey = DispatchSpecificKey<ObjectIdentifier>()  // a key has no state (an identity); Dispatch marks it Sendable from Swift 6.2
     #endif
 
-    init(units: MotionUnits = .coreMotion, makeCapture: @escaping CaptureFactory = StreamHub.deviceCaptures) {
+    init(units: MotionUnits = .coreMotion, makeCapture: @escaping CaptureFactory) {
         self.units = units
         self.makeCapture = makeCapture
         control.setSpecific(key: Self.controlKey, value: ObjectIdentifier(self))
@@ -470,7 +470,7 @@ final class StreamHub: Sendable {
 
 extension StreamHub {
     /// Whether the calling thread is a capture thread (running a handler delivered there).
-    static var onCaptureThread: Bool { iioshim_is_capture_thread() != 0 }
+    static var onCaptureThread: Bool { ThisThread.isCaptureThread }
 
     /// Whether the calling code runs on this hub's ``control`` queue.
     var isOnControl: Bool { DispatchQueue.getSpecific(key: Self.controlKey) == ObjectIdentifier(self) }

@@ -1,0 +1,87 @@
+internal import Dispatch
+internal import Glibc
+internal import SystemSupport
+
+/// ``DeviceBackend`` on libiio (and, for a local context, this machine's udev).
+struct LibIIOBackend: DeviceBackend {
+    func open(uri: String) throws(MotionError) -> LibIIOContext {
+        LibIIOContext(try IIOContext(uri: uri))
+    }
+
+    /// This machine's udev for a local context, none for any other (``UdevDatabase/system(backend:)``).
+    func udev(for context: LibIIOContext) -> UdevDatabase { UdevDatabase.system(backend: context.backendName) }
+}
+
+/// ``DeviceContext`` on a libiio context.
+final class LibIIOContext: DeviceContext {
+    let context: IIOContext
+
+    init(_ context: IIOContext) { self.context = context }
+
+    var uri: String { context.uri }
+    var backendName: String { context.backendName }
+    var deviceCount: Int { context.deviceCount }
+
+    func device(at index: Int) -> LibIIODevice {
+        LibIIODevice(context: context, index: index, id: context.deviceID(index) ?? "")
+    }
+
+    func device(id: String) -> LibIIODevice? {
+        context.deviceIndex(id: id).map { LibIIODevice(context: context, index: $0, id: id) }
+    }
+}
+
+/// ``DeviceIO`` on libiio: one device of a context it keeps open.
+final class LibIIODevice: DeviceIO {
+    let context: IIOContext
+    let index: Int
+    private let id: String
+
+    init(context: IIOContext, index: Int, id: String) {
+        self.context = context
+        self.index = index
+        self.id = id
+    }
+
+    var isLocal: Bool { context.backendName == "local" }
+    func describe() -> RawDevice? { context.describeDevice(index) }
+    func hasAttribute(_ name: String) -> Bool { context.deviceHasAttribute(index, name) }
+    func readAttribute(_ name: String) -> Result<String, MotionError.Errno> { context.readDeviceAttribute(index, name) }
+    func writeAttribute(_ name: String, _ value: String) -> MotionError.Errno? { context.writeDeviceAttribute(index, name, value) }
+    func readChannelAttribute(channel: Int, _ name: String) -> Result<String, MotionError.Errno> {
+        context.readChannelAttribute(index, channel: channel, name)
+    }
+    func writeChannelAttribute(channel: Int, _ name: String, _ value: String) -> MotionError.Errno? {
+        context.writeChannelAttribute(index, channel: channel, name, value)
+    }
+    func readAttributeFile(_ file: String) -> Result<String, MotionError.Errno> { context.readDeviceFile(index, file) }
+    func readFile(_ path: String) -> Result<String, MotionError.Errno> { context.readDevicePath(index, path) }
+    func writeFile(_ path: String, _ value: String) -> MotionError.Errno? { context.writeDevicePath(index, path, value) }
+
+    func sysfsText(_ path: String) -> String? {
+        guard isLocal, let f = fopen("/sys/bus/iio/devices/\(id)/\(path)", "r") else { return nil }
+        defer { fclose(f) }
+        var buffer = [UInt8](repeating: 0, count: 128)
+        let n = fread(&buffer, 1, buffer.count - 1, f)
+        return String(decoding: buffer[..<n], as: UTF8.self)
+    }
+
+    func triggerName() -> Result<String, MotionError.Errno> { context.triggerName(index) }
+    func triggerExists(named name: String) -> Bool { context.triggerIndex(name: name) != nil }
+    func setTrigger(named name: String) -> MotionError.Errno? {
+        guard let t = context.triggerIndex(name: name) else { return MotionError.Errno(ENOENT) }
+        return context.setTrigger(index, trigger: t)
+    }
+
+    func setTimeout(seconds: Double) { _ = context.setTimeout(milliseconds: RefillSizing.milliseconds(seconds)) }
+    func openBuffer(channels: [Int], samples: Int, kernelBuffers: Int) -> Result<IIOBuffer, MotionError.Errno> {
+        context.createBuffer(index, channels: channels, samples: samples, kernelBuffers: kernelBuffers)
+    }
+
+    func now() -> Double { monotonicSeconds() }
+    func nanoseconds(on clock: clockid_t) -> Int64 { IIOMotion.nanoseconds(clock) }
+    func pause(until deadline: Double, wake: DispatchSemaphore) {
+        let wait = max(0, deadline - monotonicSeconds())
+        _ = wake.wait(timeout: .now() + .nanoseconds(Int(wait * 1e9)))
+    }
+}
