@@ -162,6 +162,7 @@ public final class MotionManager: Sendable {
         let fresh = Self.discover(uri: uri, selectors: selectors, overrides: overrides,
                                   calibration: calibrationSettings.withLock { $0 })
         state.withLock { $0 = fresh }
+        announceDiscoveryNotices()
     }
 
     // MARK: Availability
