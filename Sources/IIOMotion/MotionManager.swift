@@ -181,6 +181,7 @@ public final class MotionManager: Sendable {
         let fresh = Self.choose(from: discoverDevices(uri), uri: uri, selectors: selectors, overrides: overrides,
                                 calibration: calibrationSettings.withLock { $0 })
         state.withLock { $0 = fresh }
+        announceDiscoveryNotices()
     }
 
     // MARK: Availability

@@ -58,8 +58,9 @@ public struct SensorInfo: Sendable, Hashable {
     /// ``location`` (as iio-sensor-proxy does).
     public var udevLocation: String? = nil
     /// Why a mount matrix udev gives for the device was not used (a value that is not a mount
-    /// matrix), as a full sentence naming the device and the property; nil otherwise. The kernel's
-    /// matrix is used instead.
+    /// matrix), as a full sentence naming the device, the property and its value; nil otherwise. The
+    /// kernel's matrix is used instead, and a ``MotionManager`` reading the sensor hands it to its
+    /// ``MotionManager/noticeHandler``.
     public var rejectedUdevMountMatrix: String? = nil
     /// Why udev was not asked about the device: `"a remote (ip:) context has no udev"`, or that
     /// this machine has no udev database; nil when it was asked.

@@ -371,11 +371,16 @@ extension MotionManager {
     /// Called once per distinct notice, on the manager's private notice queue (a serial queue,
     /// never a capture thread): when a sensor is polled because its buffer cannot be used, with
     /// the reason, and when a saved magnetometer calibration cannot be used or saved
-    /// (``magnetometerCalibrationFolder``). The library prints nothing itself. Any method of the manager may be
-    /// called from it.
+    /// (``magnetometerCalibrationFolder``), and when the mount matrix udev's hardware database gives a
+    /// sensor the manager reads is not a mount matrix (announced as the handler is set, and after
+    /// ``rediscover()``; the kernel's matrix is used). The library prints nothing itself. Any method
+    /// of the manager may be called from it.
     public var noticeHandler: (@Sendable (MotionNotice) -> Void)? {
         get { hub.state.withLock { $0.noticeHandler } }
-        set { hub.state.withLock { $0.noticeHandler = newValue } }
+        set {
+            hub.state.withLock { $0.noticeHandler = newValue }
+            announceDiscoveryNotices()
+        }
     }
 
     /// How a running sensor is read, or nil when it is not running.

@@ -208,6 +208,9 @@ extension DeviceSim {
         case .exact:
             guard let list = available.flatMap(KernelParse.availableMicro), list.contains(micro) else { return .failure(invalid) }
             return .success(formatted(micro))
+        case .exactUnchanged:
+            guard let list = available.flatMap(KernelParse.availableMicro), list.contains(micro) else { return .failure(invalid) }
+            return .success(read(file) ?? formatted(micro))
         case .roundUp:
             guard micro >= 0, let list = available.flatMap(KernelParse.availableMicro)?.sorted(),
                   let pick = list.first(where: { $0 >= micro }) else { return .failure(invalid) }

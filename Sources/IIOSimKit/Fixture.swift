@@ -151,6 +151,11 @@ public struct Fixture: Codable, Sendable {
         /// available value at or above it, the highest when it is above them all
         /// (`adxl372_find_closest_match`, adxl372.c:398-409: `1000` → `1600`, `-5` → `400`).
         case clampUp = "clamp-up"
+        /// Only the values of `*_available`, exactly, and the file then reads what it read before:
+        /// kmx61's magnetometer, whose `kmx61_get_odr` shifts its bits of ODCNTL down and then masks
+        /// them with the unshifted mask (`(odr_bits >> KMX61_MAG_ODR_SHIFT) & KMX61_MAG_ODR_MASK`,
+        /// 0xF0, kmx61.c:467-468), so it always reads the table's first rate, 12.5 Hz.
+        case exactUnchanged = "exact-unchanged"
     }
 
     /// One input channel.

@@ -102,7 +102,7 @@ public enum Recorder {
             for file in unreadable.keys.sorted() where isWritable(dir + "/" + file) { writable.append(file) }
             let hasBuffer = buffer != nil
             let eventsNode: Bool? = !hasBuffer && FileManager.default.fileExists(atPath: dir + "/dev") ? true : nil
-            let rule = knownFrequencyRule(name)
+            let rule = knownFrequencyRule(name, magnetometer: channels.contains { $0.id.hasPrefix("magn_") })
             if rule == nil && attributes.keys.contains(where: { $0.hasSuffix("sampling_frequency") }) {
                 notes.append("\(name): sampling_frequency taken as the nearest available (driver not known)")
             }
@@ -188,9 +188,13 @@ public enum Recorder {
         return String(decoding: try enc.encode(fixture), as: UTF8.self)
     }
 
-    /// What Linux 6.1's drivers accept as a sampling frequency, by device name.
-    static func knownFrequencyRule(_ name: String) -> Fixture.FrequencyRule? {
+    /// What Linux 6.1's drivers accept as a sampling frequency, by device name (and, for kmx61,
+    /// whose two devices share one, whether it is the magnetometer).
+    static func knownFrequencyRule(_ name: String, magnetometer: Bool = false) -> Fixture.FrequencyRule? {
         if name == "adxl372" { return .clampUp }
+        // kmx61 (its i2c_device_id kmx611021, or its ACPI device's name): kmx61_convert_freq_to_bit,
+        // the table's values only; the magnetometer's then always reads 12.5 (``Fixture/FrequencyRule/exactUnchanged``).
+        if name.lowercased().hasPrefix("kmx61") { return magnetometer ? .exactUnchanged : .exact }
         // bma400, bmc150_magn (bmc150_magn_set_odr), mag3110 (mag3110_get_samp_freq_index),
         // mma7455 (250 and 125 only), mmc35240 (mmc35240_get_samp_freq_index): their table's values only.
         if ["bma400", "bmc150_magn", "mag3110", "mma7455", "mmc35240"].contains(name) { return .exact }

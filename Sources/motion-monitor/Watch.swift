@@ -373,8 +373,7 @@ enum Watch {
                     session.report("\(MonitorOptions.commandName): note: the \(kind) is read uncalibrated: \(problem)")
                 }
             }
-            // A matrix udev gave that could not be used: always said (the axes are the kernel's).
-            for line in MountMatrixText.notes(kinds.compactMap { manager.sensor($0) }, sayNoUdev: false) { session.report(line) }
+            // A matrix udev gave that could not be used is the library's notice (noticeHandler above).
         }
     }
 

@@ -1,4 +1,6 @@
+import Foundation
 import Glibc
+import SystemSupport
 import Testing
 @testable import IIOMotion
 
@@ -79,7 +81,47 @@ struct UdevMountMatrixTests {
         let rejected = try #require(c.rejected)
         #expect(rejected.hasPrefix("udev's ACCEL_MOUNT_MATRIX of iio:device3 (bma255) is not used: "), "\(rejected)")
         #expect(rejected.hasSuffix("; the kernel's mount matrix is used instead"), "\(rejected)")
+        // The property's value, as udev gives it, whichever check refused it.
+        #expect(rejected.contains("is not used: \"\(text.trimmingCharacters(in: .whitespaces))\" is not a mount matrix ("), "\(rejected)")
         #expect(c.problem == nil)
+    }
+
+    @Test("A rejected udev matrix is a notice to the manager's noticeHandler, once, naming the device and the value")
+    func rejectedIsNotice() throws {
+        let value = "0, 0, 0; 0, 1, 0; 0, 0, 1"
+        let c = Discovery.mountMatrix(kind: .accelerometer, deviceText: "iio:device0 (scripted)",
+                                      udev: ["ACCEL_MOUNT_MATRIX": value], kernel: Self.kernel)
+        let rejected = try #require(c.rejected)
+        var plans = [scriptedPlan(.accelerometer), scriptedPlan(.gyroscope), scriptedPlan(.magnetometer, device: "iio:device1")]
+        plans[0].info.rejectedUdevMountMatrix = rejected
+        plans[1].info.rejectedUdevMountMatrix = rejected
+        let manager = MotionManager(plans: plans, units: .coreMotion, makeCapture: ScriptedDevice().factory)
+        let seen = Locked<[MotionNotice]>([])
+        manager.noticeHandler = { n in seen.withLock { $0.append(n) } }
+        #expect(eventually { seen.withLock { !$0.isEmpty } })
+        usleep(100_000)
+        let notices = seen.withLock { $0 }
+        #expect(notices.count == 1, "\(notices)")
+        let n = try #require(notices.first)
+        #expect(n.sensors == [.accelerometer, .gyroscope] && n.device == "iio:device0 (scripted)" && n.cause == nil)
+        #expect(n.message == rejected + ".")
+        #expect(n.message.contains("ACCEL_MOUNT_MATRIX of iio:device0 (scripted)") && n.message.contains("\"\(value)\""), "\(n.message)")
+        // Once per manager: a handler set again hears nothing new.
+        manager.noticeHandler = { n in seen.withLock { $0.append(n) } }
+        usleep(100_000)
+        #expect(seen.withLock { $0.count } == 1)
+    }
+
+    @Test("No notice for a sensor without a rejected matrix, or whose matrix is the caller's")
+    func noticeScope() throws {
+        var accel = sensor("iio:device2", name: "bma255")
+        accel.rejectedUdevMountMatrix = "udev's ACCEL_MOUNT_MATRIX of iio:device2 (bma255) is not used: x; the kernel's mount matrix is used instead"
+        let magnetometer = sensor("iio:device4", name: "ak8975", kind: .magnetometer)
+        #expect(Discovery.udevNotices(for: [magnetometer]).isEmpty)
+        let overridden = accel.overridingMountMatrix(with: try MountMatrix(parsing: "1, 0, 0; 0, -1, 0; 0, 0, -1"))
+        #expect(Discovery.udevNotices(for: [overridden, magnetometer]).isEmpty)
+        let notices = Discovery.udevNotices(for: [accel, magnetometer])
+        #expect(notices == [MotionNotice(sensors: [.accelerometer], device: "iio:device2 (bma255)", message: accel.rejectedUdevMountMatrix! + ".")])
     }
 
     @Test("The kernel's unreadable matrix is no problem when udev gives one; without udev's it is")

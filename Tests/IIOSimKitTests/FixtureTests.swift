@@ -194,7 +194,7 @@ struct FixtureTests {
         "bmi160", "lsm6dso", "bma255", "mxc4005", "kxcjk1013", "mpu6050", "fxos8700", "hid-sensor-hub",
         "lis3dh", "l3gd20", "lis3mdl", "hmc5883l", "bmg160", "mpu3050", "ak8975", "kxsd9", "mc3230", "fxas21002c",
         "lsm303dlhc_accel", "lsm303dlhc_magn", "l3g4200d", "ak09911", "bma400", "adxl372", "da280", "da311",
-        "dmard09", "mma7455", "mma7660", "stk8ba50", "mag3110", "mmc35240", "bmc150_magn", "mxc6255",
+        "dmard09", "mma7455", "mma7660", "stk8ba50", "mag3110", "mmc35240", "bmc150_magn", "mxc6255", "kmx61",
     ])
     func kernelRecorded(name: String) throws {
         let f = try Fixture.resolve("kernel-6.1/" + name)

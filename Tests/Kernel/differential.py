@@ -34,6 +34,9 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kk  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SENSORS = {"accelerometer", "gyroscope", "magnetometer"}
@@ -91,6 +94,21 @@ def readings(out, ids):
             for r in json_lines(out) if r.get("sensor") in SENSORS]
 
 
+def fixture_keys(devices):
+    """The suite's keys (kk.device_keys) of a fixture's devices: their names, unless shared."""
+    def kind(d):
+        ids = [c["id"] for c in d.get("channels", [])]
+        return next((t for t in kk.MOTION_TYPES if f"{t}_x" in ids), None)
+    return kk.device_keys([(d["name"], kind(d)) for d in devices])
+
+
+def list_by_key(entries):
+    """--list --json's entries by the suite's key (kk.device_keys) of their device."""
+    prefix = {"accelerometer": "accel", "gyroscope": "anglvel", "magnetometer": "magn"}
+    keys = kk.device_keys([(e["name"], prefix.get((e.get("sensors") or [None])[0])) for e in entries])
+    return dict(zip(keys, entries))
+
+
 class Differential:
     def __init__(self, results, build):
         self.results = results
@@ -103,10 +121,10 @@ class Differential:
             if f.endswith(".json"):
                 path = os.path.join(fdir, f)
                 with open(path) as fh:
-                    self.fixtures[path] = [d["name"] for d in json.load(fh)["devices"]]
+                    self.fixtures[path] = fixture_keys(json.load(fh)["devices"])
         klist = self.load("list.json")
         self.kernel_ids = {v: k for k, v in (klist or {}).get("ids", {}).items()}  # id -> name
-        self.kernel_list = {e["name"]: e for e in json.loads(klist["out"])} if klist and klist["rc"] == 0 else {}
+        self.kernel_list = list_by_key(json.loads(klist["out"])) if klist and klist["rc"] == 0 else {}
         self.kernel_stream = self.load("default-stream.json") or {}
 
     def load(self, name):
@@ -132,7 +150,7 @@ class Differential:
         r = self.sim_run(list(self.fixtures), ["--list", "--json"])
         if r["rc"] != 0:
             return None, r
-        return {e["name"]: e for e in json.loads(r["out"])}, r
+        return list_by_key(json.loads(r["out"])), r
 
     def compare(self, path, names, name, sim_list):
         diffs = []

@@ -31,14 +31,39 @@ def write(path, value):
         f.write(str(value))
 
 
+MOTION_TYPES = ("accel", "anglvel", "magn")
+
+
+def device_keys(entries):
+    """The suite's key of each device of `entries` [(name, channel type or None)]: its name, or
+    where several devices share a name (kmx61's accelerometer and magnetometer are both
+    `kmx611021`, the name of its i2c_device_id) the name and the type of its first motion channel,
+    `kmx611021:accel`. The guest (devices), iio-sim's side (sysfs_tree) and the host's differential
+    test (from --list --json and the fixtures) key devices so."""
+    counts = {}
+    for name, _ in entries:
+        counts[name] = counts.get(name, 0) + 1
+    return [name if counts[name] == 1 or not kind else f"{name}:{kind}" for name, kind in entries]
+
+
+def sysfs_name(key):
+    """The IIO name of the device with suite key `key` (device_keys)."""
+    return key.split(":", 1)[0]
+
+
+def channel_type(dev):
+    """The first motion channel type (accel, anglvel, magn) device `dev` has a raw x file of."""
+    return next((t for t in MOTION_TYPES if os.path.exists(f"{IIO}/{dev}/in_{t}_x_raw")), None)
+
+
 def devices():
-    """IIO device name -> id (iio:deviceN), for the devices present now."""
-    out = {}
-    for d in sorted(os.listdir(IIO)):
-        if d.startswith("iio:device"):
-            name = read(f"{IIO}/{d}/name", "")
-            out[name] = d
-    return out
+    """IIO device key (device_keys: its name, unless shared) -> id (iio:deviceN), for the devices
+    present now."""
+    ids = [d for d in sorted(os.listdir(IIO)) if d.startswith("iio:device")]
+    entries = [(read(f"{IIO}/{d}/name", ""), None) for d in ids]
+    shared = {n for n, _ in entries if sum(1 for m, _ in entries if m == n) > 1}
+    entries = [(n, channel_type(d) if n in shared else None) for (n, _), d in zip(entries, ids)]
+    return dict(zip(device_keys(entries), ids))
 
 
 def wait_devices(names, timeout=30):

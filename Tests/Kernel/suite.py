@@ -247,7 +247,7 @@ class Guest:
             for name, ident in self.dev.items():
                 check(ident in by_id, f"--list --json lacks {ident} ({name})")
                 d = by_id[ident]
-                check(d["name"] == name, f"{ident}: name {d['name']!r}, sysfs {name!r}")
+                check(d["name"] == kk.sysfs_name(name), f"{ident}: name {d['name']!r}, sysfs {kk.sysfs_name(name)!r}")
                 check(sorted(d["sensors"]) == sorted(D.EXPECTED_SENSORS[name]),
                       f"{name}: sensors {d['sensors']}, expected {D.EXPECTED_SENSORS[name]}")
                 for kind, m in (d.get("mount_matrix") or {}).items():
@@ -292,7 +292,7 @@ class Guest:
                     check(r.rc == 0, r.describe())
                     fx = json.loads(r.out)
                     got = [d["name"] for d in fx["devices"]]
-                    check(got == names, f"{fname}.json holds {got}, not {names}")
+                    check(got == [kk.sysfs_name(n) for n in names], f"{fname}.json holds {got}, not {names}")
                     d = fx["devices"][names.index(name)]
                     dev = self.dev[name]
                     for kind in D.EXPECTED_SENSORS[name] if not D.unusable(name) else []:
@@ -811,8 +811,9 @@ class Guest:
         """A hwdb entry of the test's own, matching this QEMU machine's DMI data, compiled by
         systemd-hwdb update and applied by the real systemd-udevd: motion-monitor's axes change
         exactly as its ACCEL_MOUNT_MATRIX says, --list and -v say the matrix is udev's, its
-        ACCEL_LOCATION=display wins the automatic choice among the accelerometers, and a malformed
-        matrix on another device is named in a note while that device keeps the kernel's."""
+        ACCEL_LOCATION=display wins the automatic choice among the accelerometers, a malformed
+        matrix on another device is named in a note while that device keeps the kernel's, and --list
+        shows both devices' ACCEL_LOCATION (display, base)."""
         self.hub_cmd("hold")
 
         @self.test("udev-hwdb", self.HWDB_GOOD)
@@ -831,7 +832,7 @@ class Guest:
             check(auto.rc == 0, auto.describe())
             auto_before = auto.readings("accelerometer")[0]["device"]
             entry = (f"{self.hwdb_key(good)}\n ACCEL_MOUNT_MATRIX={self.HWDB_MATRIX_TEXT}\n ACCEL_LOCATION=display\n\n"
-                     f"{self.hwdb_key(bad)}\n ACCEL_MOUNT_MATRIX=1, 0, 0; 0, 1\n")
+                     f"{self.hwdb_key(bad)}\n ACCEL_MOUNT_MATRIX=1, 0, 0; 0, 1\n ACCEL_LOCATION=base\n")
             took = self.hwdb_apply(entry)
             try:
                 prop = self.udev_property(good, "ACCEL_MOUNT_MATRIX")
@@ -859,6 +860,14 @@ class Guest:
                 table = self.tools.run(["--list"])
                 row = [line for line in table.out.splitlines() if line.split()[:1] == [good]]
                 check(row and row[0].rstrip().endswith("udev hwdb"), f"--list row of {good}: {row}")
+                # ACCEL_LOCATION in --list (a line under the table) and --list --json (udev_location).
+                places = {good: "display", bad: "base"}
+                for dev, place in places.items():
+                    line = f"location of {dev} ({kk.read(f'{kk.IIO}/{dev}/name')}): {place} (udev hwdb ACCEL_LOCATION)"
+                    check(line in table.out.splitlines(), f"--list does not say {line!r}:\n{table.out}")
+                    check(d[dev].get("udev_location") == place, f"--list --json: {dev} udev_location {d[dev].get('udev_location')!r}")
+                others = [x["id"] for x in d.values() if "udev_location" in x and x["id"] not in places]
+                check(not others, f"--list --json: udev_location on devices without an entry: {others}")
                 # ACCEL_LOCATION=display: the automatic choice among the accelerometers.
                 auto = self.tools.run(["--once", "--json", "--sensor", "accelerometer"])
                 check(auto.rc == 0 and auto.readings("accelerometer"), auto.describe())

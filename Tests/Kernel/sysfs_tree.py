@@ -24,6 +24,9 @@ import os
 import stat
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kk  # noqa: E402
+
 IIO = "/sys/bus/iio/devices"
 FOLDERS = ["", "buffer", "buffer0", "scan_elements", "trigger", "events"]
 # Not IIO attributes, or ones whose contents depend on the machine (dev: the major and minor numbers).
@@ -181,11 +184,8 @@ def frequencies(dev):
 
 
 def by_name():
-    out = {}
-    for d in sorted(os.listdir(IIO)):
-        if d.startswith("iio:device"):
-            out.setdefault(read(f"{IIO}/{d}/name"), d)
-    return out
+    """Device key (kk.devices: the name, unless several devices share it) -> id."""
+    return kk.devices()
 
 
 def main():

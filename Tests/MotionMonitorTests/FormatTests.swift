@@ -123,6 +123,34 @@ struct FormatTests {
             """)
     }
 
+    @Test("--list and --list --json: udev's ACCEL_LOCATION of a device, only where udev gives one")
+    func listLocation() throws {
+        var display = sensorInfo(.accelerometer, "iio:device0", name: "bmi160")
+        display.udevLocation = "display"
+        var gyro = sensorInfo(.gyroscope, "iio:device0", name: "bmi160")
+        gyro.udevLocation = "display"
+        var base = sensorInfo(.accelerometer, "iio:device2", name: "bma255")
+        base.udevLocation = "base"
+        let devices = [
+            device("iio:device0", name: "bmi160", [display, gyro]),
+            device("iio:device1", name: "mxc4005", [sensorInfo(.accelerometer, "iio:device1", name: "mxc4005")]),
+            device("iio:device2", name: "bma255", [base]),
+        ]
+        let lines = Format.table(devices).split(separator: "\n").map(String.init)
+        #expect(lines.count == 6, "\(lines)")
+        #expect(Array(lines.suffix(2)) == [
+            "location of iio:device0 (bmi160): display (udev hwdb ACCEL_LOCATION)",
+            "location of iio:device2 (bma255): base (udev hwdb ACCEL_LOCATION)",
+        ])
+        #expect(lines[1].hasPrefix("iio:device0") && lines[2].hasPrefix("iio:device1") && lines[3].hasPrefix("iio:device2"))
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(Format.json(devices).utf8)) as? [[String: Any]])
+        #expect(json.map { $0["udev_location"] as? String } == ["display", nil, "base"])
+        #expect(json[1].keys.contains("udev_location") == false)
+        // Without udev's location the table is the table alone.
+        let plain = [device("iio:device1", name: "mxc4005", [sensorInfo(.accelerometer, "iio:device1", name: "mxc4005")])]
+        #expect(!Format.table(plain).contains("location") && !Format.json(plain).contains("udev_location"))
+    }
+
     @Test("-v and notes: the matrix in force, where it came from, a rejected udev matrix, no udev")
     func mountMatrixText() throws {
         let m = try MountMatrix(parsing: "0, 1, 0; -1, 0, 0; 0, 0, 1")

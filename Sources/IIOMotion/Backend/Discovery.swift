@@ -208,7 +208,10 @@ extension Discovery {
         do throws(MotionError) {
             return (try MountMatrix(parsing: text), nil)
         } catch {
-            let why = error.detail ?? "not a mount matrix"
+            // The property's value, in the sentence: the parser's names it, the matrix check does not.
+            let detail = error.detail ?? "not a mount matrix"
+            let value = AttributeText.trimmed(text)
+            let why = detail.hasPrefix("\"\(value)\"") ? detail : "\"\(value)\" is not a mount matrix (\(detail))"
             return (nil, "udev's \(UdevDatabase.matrixProperty) of \(deviceText) is not used: \(why); the kernel's mount matrix is used instead")
         }
     }

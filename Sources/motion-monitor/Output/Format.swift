@@ -117,6 +117,8 @@ enum Format {
     /// `udev:PROPERTY`, `caller` or `identity`; see ``MountMatrixText/key(_:)``).
     /// A device with a sensor whose published scale IIOMotion corrects (``SensorInfo/scaleCorrection``)
     /// has a `scale_correction` key: per such sensor, `published`, `used` and the kernel `source` line.
+    /// A device udev's hardware database places (`ACCEL_LOCATION`, ``SensorInfo/udevLocation``) has
+    /// a `udev_location` key: `display` or `base`, as udev gives it.
     /// With `calibration`, each device's object ends with a `calibration` key holding what it returns.
     static func json(_ devices: [DeviceInfo], calibration: ((DeviceInfo) -> JSONValue)? = nil) -> String {
         JSONValue.array(devices.map { d in
@@ -133,7 +135,8 @@ enum Format {
                     (s.kind.rawValue, .array(s.mountMatrix.rows.map { .array($0.map { .number($0) }) }))
                 })),
                 ("mount_matrix_source", .object(d.sensors.map { ($0.kind.rawValue, .string(MountMatrixText.key($0.mountMatrixSource))) })),
-            ] + scaleCorrections(d) + (calibration.map { [("calibration", $0(d))] } ?? []))
+            ] + scaleCorrections(d) + (udevLocation(d).map { [("udev_location", .string($0))] } ?? [])
+              + (calibration.map { [("calibration", $0(d))] } ?? []))
         }).text
     }
 
@@ -149,10 +152,21 @@ enum Format {
         return corrected.isEmpty ? [] : [("scale_correction", .object(corrected))]
     }
 
+    /// Where udev's hardware database places the device (`ACCEL_LOCATION`: `display` or `base`), or
+    /// nil when it says nothing. udev's properties are the device's: every sensor of it has the same.
+    static func udevLocation(_ d: DeviceInfo) -> String? {
+        d.sensors.lazy.compactMap(\.udevLocation).first
+    }
+
     /// `--list`: a table with a header row, columns padded to their widest cell. MATRIX says where
     /// the mount matrix in force comes from (``MountMatrixText/cell(_:)``). Below it, a line per
-    /// sensor whose published scale IIOMotion corrects (``SensorInfo/scaleCorrection``).
+    /// device udev's hardware database places (`location of iio:device0 (bma255): display (udev hwdb
+    /// ACCEL_LOCATION)`), and a line per sensor whose published scale IIOMotion corrects
+    /// (``SensorInfo/scaleCorrection``).
     static func table(_ devices: [DeviceInfo]) -> String {
+        let locations = devices.compactMap { d in
+            udevLocation(d).map { "location of \(d.id) (\(d.name ?? "-")): \($0) (udev hwdb ACCEL_LOCATION)" }
+        }
         let corrections = devices.flatMap { d in
             d.sensors.compactMap { s in
                 s.scaleCorrection.map { c in
@@ -161,7 +175,7 @@ enum Format {
                 }
             }
         }
-        return ([rows(devices)] + corrections).joined(separator: "\n")
+        return ([rows(devices)] + locations + corrections).joined(separator: "\n")
     }
 
     private static func rows(_ devices: [DeviceInfo]) -> String {
