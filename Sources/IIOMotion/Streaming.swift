@@ -74,31 +74,6 @@ public enum HandlerDelivery: Sendable {
     case captureThread
 }
 
-/// A sample type the manager produces. Captures deliver samples already in the manager's
-/// units, so these only repackage.
-protocol CapturedConvertible: DecodedSample, Sendable {
-    /// This type's samples in a capture batch (all of them when a consumer wants every sample).
-    static func all(in batch: CaptureBatch) -> [Self]
-}
-
-extension CapturedConvertible {
-    init(_ s: CapturedSample) {
-        self.init(timestamp: s.timestamp, x: s.x, y: s.y, z: s.z)
-    }
-}
-
-extension AccelerometerData: CapturedConvertible {
-    static func all(in batch: CaptureBatch) -> [Self] { batch.accelerometer }
-}
-
-extension GyroData: CapturedConvertible {
-    static func all(in batch: CaptureBatch) -> [Self] { batch.gyroscope }
-}
-
-extension MagnetometerData: CapturedConvertible {
-    static func all(in batch: CaptureBatch) -> [Self] { batch.magnetometer }
-}
-
 // MARK: - The Core Motion surface
 
 extension MotionManager {
@@ -424,7 +399,7 @@ extension MotionManager {
 
     // MARK: Internals
 
-    private func latest<T: CapturedConvertible>(_ kind: SensorKind) -> T? {
+    private func latest<T: PublicSample>(_ kind: SensorKind) -> T? {
         let s = hub.latest.withLock { $0.samples[kind] }
         return s.map { T($0) }
     }
@@ -517,7 +492,7 @@ extension MotionManager {
         hub.remove(kind) { _, c in if case .batched = c.delivery, c.owner == .user { true } else { false } }
     }
 
-    private func startPush<T: CapturedConvertible>(_ kind: SensorKind, _ delivery: HandlerDelivery,
+    private func startPush<T: PublicSample>(_ kind: SensorKind, _ delivery: HandlerDelivery,
                                                    _ handler: @escaping @Sendable (T?, MotionError?) -> Void) {
         replacePush(kind)
         // nil: on the capture thread.
@@ -529,7 +504,7 @@ extension MotionManager {
         if case .failed(let e, reported: false) = start(kind, consumer) { (queue ?? hub.handlerQueue(kind)).async { handler(nil, e) } }
     }
 
-    private func startBatches<T: CapturedConvertible>(_ kind: SensorKind, _ delivery: HandlerDelivery,
+    private func startBatches<T: PublicSample>(_ kind: SensorKind, _ delivery: HandlerDelivery,
                                                       _ handler: @escaping @Sendable ([T]?, MotionError?) -> Void) {
         replaceBatches(kind)
         // nil: on the capture thread.
@@ -544,7 +519,7 @@ extension MotionManager {
         if case .failed(let e, reported: false) = start(kind, consumer) { (queue ?? hub.handlerQueue(kind)).async { handler(nil, e) } }
     }
 
-    private func updates<T: CapturedConvertible>(_ kind: SensorKind) -> AsyncThrowingStream<T, any Error> {
+    private func updates<T: PublicSample>(_ kind: SensorKind) -> AsyncThrowingStream<T, any Error> {
         let (stream, continuation) = AsyncThrowingStream<T, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
         replacePush(kind)
         let link = StreamLink()
@@ -563,7 +538,7 @@ extension MotionManager {
         return stream
     }
 
-    private func batches<T: CapturedConvertible>(_ kind: SensorKind) -> AsyncThrowingStream<[T], any Error> {
+    private func batches<T: PublicSample>(_ kind: SensorKind) -> AsyncThrowingStream<[T], any Error> {
         replaceBatches(kind)
         let backlog = StreamHub.Backlog(releasedByJob: false)
         let inbox = BatchInbox<T>(backlog: backlog)
