@@ -24,6 +24,8 @@ import IIOScanFormat
 ///
 /// The element formats are IIOScanFormat's ``ScanFormat``, as libiio reports them.
 struct ScanDecoder {
+    /// One element of the scan, ready to read: where it sits, and its ``ScanFormat`` turned into
+    /// the masks and byte count the per-sample reader needs (worked out once per capture).
     struct Element {
         var offset: Int
         var bytes: Int
