@@ -1,6 +1,7 @@
 // The one description of a scan element's storage format, shared by IIOMotion's decoder, the
-// fuzzer and the simulator (IIOSimKit's encoder and ScanLayout). Pure Swift: no libiio.
-internal import Foundation
+// fuzzer and the simulator (IIOSimKit's encoder and ScanLayout). The standard library only: no
+// libiio, and no Foundation (whose CharacterSet would not link into the statically linked
+// executables that use IIOMotion).
 
 /// The storage format of one scan element, as the kernel prints it in `scan_elements/<channel>_type`:
 /// `[be|le]:[s|u]realbits/storagebits[Xrepeat]>>shift` (`iio_show_fixed_type` in
@@ -74,8 +75,9 @@ public struct ScanFormat: Hashable, Sendable, CustomStringConvertible {
     /// prints them) are accepted.
     /// - Throws: ``ParseError`` when the string is not a valid type or its sizes are inconsistent.
     public init(parsing raw: String) throws {
-        // One set, so that a trailing "\n\0" (sysfs text plus libiio's terminator) is removed too.
-        let text = raw.trimmingCharacters(in: .whitespacesAndNewlines.union(CharacterSet(charactersIn: "\0")))
+        // Unicode white space and NUL together, so that a trailing "\n\0" (sysfs text plus
+        // libiio's terminator) is removed too.
+        let text = Self.trimmed(raw)
         func fail(_ reason: String) -> ParseError { ParseError(text: text, reason: reason) }
         let parts = text.split(separator: ":", maxSplits: 1)
         guard parts.count == 2 else { throw fail("expected <le|be>:<s|u><bits>/<storage>") }
@@ -93,7 +95,7 @@ public struct ScanFormat: Hashable, Sendable, CustomStringConvertible {
         }
         rest = rest.dropFirst()
         var shiftValue = 0
-        if let range = rest.range(of: ">>") {
+        if let range = rest.firstRange(of: ">>") {
             guard let s = Int(rest[range.upperBound...]), s >= 0 else { throw fail("bad shift") }
             shiftValue = s
             rest = rest[..<range.lowerBound]
@@ -116,6 +118,17 @@ public struct ScanFormat: Hashable, Sendable, CustomStringConvertible {
         storageBits = sb
         self.repeat = repeatValue
         shift = shiftValue
+    }
+
+    /// `text` without the white space (Unicode's `White_Space`: what Foundation's
+    /// `whitespacesAndNewlines` holds) and NULs at either end.
+    static func trimmed(_ text: String) -> String {
+        func trim(_ c: Unicode.Scalar) -> Bool { c == "\0" || c.properties.isWhitespace }
+        let scalars = text.unicodeScalars
+        guard let first = scalars.firstIndex(where: { !trim($0) }), let last = scalars.lastIndex(where: { !trim($0) }) else {
+            return ""
+        }
+        return String(scalars[first...last])
     }
 
     /// The type string in the kernel's format (`%s:%c%d/%d>>%u`, or with `X%d` when repeated),
