@@ -54,7 +54,10 @@ let package = Package(
         // CIIOShim's SIGPIPE guard reads on every libiio call).
         .target(name: "CSystemSupport", cSettings: cSettings),
         .target(name: "SystemSupport", dependencies: ["CSystemSupport"], swiftSettings: swiftSettings),
-        .target(name: "IIOMotion", dependencies: ["CIIOShim", "CLibUdev", "SystemSupport"], swiftSettings: swiftSettings),
+        // The one description of a scan element's format (`le:s12/16>>4`: parse, print, read),
+        // shared by IIOMotion's decoder, the fuzzer and the simulator. Pure Swift, no libiio.
+        .target(name: "IIOScanFormat", swiftSettings: swiftSettings),
+        .target(name: "IIOMotion", dependencies: ["CIIOShim", "CLibUdev", "SystemSupport", "IIOScanFormat"], swiftSettings: swiftSettings),
         .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "MotionMQTT", "SystemSupport"], swiftSettings: swiftSettings,
                           linkerSettings: staticRuntime),
         // Library scenarios the integration tests run inside iio-sim (a test process cannot enter
@@ -77,20 +80,20 @@ let package = Package(
 
         // The simulator: a library (fixtures, scan encoding, motion, the sysfs engine) and a thin executable.
         .target(name: "CSimSupport", cSettings: cSettings),
-        .target(name: "IIOSimKit", dependencies: ["CSimSupport", "SystemSupport"], swiftSettings: swiftSettings),
+        .target(name: "IIOSimKit", dependencies: ["CSimSupport", "SystemSupport", "IIOScanFormat"], swiftSettings: swiftSettings),
         .executableTarget(name: "iio-sim", dependencies: ["IIOSimKit", "CSimSupport", "SystemSupport"], swiftSettings: swiftSettings),
 
         // The fuzzer of the attribute parsers and the scan decoder (scripts/fuzz builds it with
         // libFuzzer and AddressSanitizer); built plainly it replays a corpus. Not a product.
-        .executableTarget(name: "iio-fuzz", dependencies: ["IIOMotion", "IIOSimKit"], swiftSettings: swiftSettings),
+        .executableTarget(name: "iio-fuzz", dependencies: ["IIOMotion", "IIOSimKit", "IIOScanFormat"], swiftSettings: swiftSettings),
 
-        .testTarget(name: "IIOMotionTests", dependencies: ["IIOMotion", "iio-fuzz", "IIOSimKit"], swiftSettings: swiftSettings),
+        .testTarget(name: "IIOMotionTests", dependencies: ["IIOMotion", "iio-fuzz", "IIOSimKit", "IIOScanFormat"], swiftSettings: swiftSettings),
         .testTarget(name: "MotionMQTTTests", dependencies: ["MotionMQTT"], swiftSettings: swiftSettings),
-        .testTarget(name: "IIOSimKitTests", dependencies: ["IIOSimKit"], swiftSettings: swiftSettings),
+        .testTarget(name: "IIOSimKitTests", dependencies: ["IIOSimKit", "IIOScanFormat"], swiftSettings: swiftSettings),
         .testTarget(name: "MotionMonitorTests", dependencies: ["motion-monitor"], swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["IIOSimKit"],
+            dependencies: ["IIOSimKit", "IIOScanFormat"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,7 +1,10 @@
+package import IIOScanFormat
+
 /// The parsers and the scan decoder, reachable from the fuzzer (`Sources/iio-fuzz`, run by
 /// `scripts/fuzz`) and from the test that replays its corpus, without making any internal type
 /// public: thin `package` wrappers over exactly the code the library runs on attribute texts
-/// and scans.
+/// and scans. Scan elements are described by IIOScanFormat's ``ScanFormat`` (its `isDecodable`
+/// is the library's gate on a channel's format).
 ///
 /// Nothing here is used by the library itself.
 package enum FuzzingEntryPoints {
@@ -36,46 +39,22 @@ package enum FuzzingEntryPoints {
 
     // MARK: Scan decoding
 
-    /// A scan element's format as libiio reports it (`struct iio_data_format`).
-    package struct ElementFormat: Sendable, Equatable {
-        package var storageBits: Int
-        package var realBits: Int
-        package var shift: Int
-        package var `repeat`: Int
-        package var isSigned: Bool
-        package var isBigEndian: Bool
-
-        /// - Parameters: the fields of libiio's `struct iio_data_format` (`length`, `bits`, `shift`, `repeat`, …).
-        package init(storageBits: Int, realBits: Int, shift: Int, repeat: Int, isSigned: Bool, isBigEndian: Bool) {
-            self.storageBits = storageBits
-            self.realBits = realBits
-            self.shift = shift
-            self.repeat = `repeat`
-            self.isSigned = isSigned
-            self.isBigEndian = isBigEndian
-        }
-
-        var scanFormat: ScanFormat {
-            ScanFormat(storageBits: storageBits, realBits: realBits, shift: shift, repeat: `repeat`, isSigned: isSigned,
-                       isFullyDefined: realBits == storageBits, isBigEndian: isBigEndian)
-        }
-    }
-
-    /// Whether the library would stream a channel of this format through a buffer
-    /// (``ScanFormat/isDecodable``); it polls the sensor, or dates scans by the read time, otherwise.
-    package static func isDecodable(_ format: ElementFormat) -> Bool { format.scanFormat.isDecodable }
+    /// Whether the library would stream a channel of this format through a buffer (the gate
+    /// IIOContext applies, ``ScanFormat/isDecodable``); it polls the sensor, or dates scans by the
+    /// read time, otherwise.
+    package static func isDecodable(_ format: ScanFormat) -> Bool { format.isDecodable }
 
     /// One sensor of a device, as a capture's decoder sees it.
     package struct DecoderSensor: Sendable {
         package var kind: SensorKind
         /// The x, y, z elements: format and byte offset in the scan.
-        package var axes: [(format: ElementFormat, offset: Int)]
+        package var axes: [(format: ScanFormat, offset: Int)]
         package var scale: (x: Double, y: Double, z: Double)
         package var offset: (x: Double, y: Double, z: Double)
         package var mountMatrix: MountMatrix
 
         /// - Parameters: the sensor's kind, its three elements, and what discovery read for it.
-        package init(kind: SensorKind, axes: [(format: ElementFormat, offset: Int)], scale: (x: Double, y: Double, z: Double),
+        package init(kind: SensorKind, axes: [(format: ScanFormat, offset: Int)], scale: (x: Double, y: Double, z: Double),
                      offset: (x: Double, y: Double, z: Double), mountMatrix: MountMatrix) {
             self.kind = kind
             self.axes = axes
@@ -88,30 +67,31 @@ package enum FuzzingEntryPoints {
     /// One decoded sample: a vector and a timestamp (seconds).
     package typealias Decoded = (x: Double, y: Double, z: Double, timestamp: Double)
 
-    /// Decodes `scans` scans of `step` bytes from `bytes` twice: through ``ScanDecoder/decode(_:fallbackTime:into:)``
-    /// (the reference, SI units) and through ``ScanDecoder/batch(_:step:scans:everySample:readTime:period:times:)``
-    /// (the capture's fast path, in `units`, every sample).
+    /// Decodes `scans` scans of `step` bytes from `bytes` twice, in `units`: through
+    /// ``ScanDecoder/decode(_:fallbackTime:into:)`` (the reference: the kernel's SI value, then
+    /// ``Conversion``) and through ``ScanDecoder/batch(_:step:scans:everySample:readTime:period:times:)``
+    /// (the capture's fast path, every sample).
     /// - Returns: per sensor, the reference samples, the batch's samples, and the newest sample of a
     ///   batch that keeps only the newest scan.
     /// - Precondition: `bytes` holds `scans × step` bytes and every element lies inside a scan.
-    package static func decode(sensors: [DecoderSensor], timestamp: (format: ElementFormat, offset: Int)?, clockOffset: Int64,
+    package static func decode(sensors: [DecoderSensor], timestamp: (format: ScanFormat, offset: Int)?, clockOffset: Int64,
                                units: MotionUnits, bytes: UnsafeRawBufferPointer, step: Int, scans: Int,
                                readTime: Double, period: Double)
         -> (reference: [[Decoded]], batch: [[Decoded]], newest: [Decoded?]) {
         precondition(scans >= 1 && step >= 1 && bytes.count >= scans * step, "the caller gives whole scans")
         let decoder = ScanDecoder(
             sensors: sensors.map { s in
-                let e = s.axes.map { ScanDecoder.Element(offset: $0.offset, format: $0.format.scanFormat) }
+                let e = s.axes.map { ScanDecoder.Element(offset: $0.offset, format: $0.format) }
                 let r = s.mountMatrix.rows
                 return ScanDecoder.Sensor(kind: s.kind, axes: (e[0], e[1], e[2]), scale: (s.scale.x, s.scale.y, s.scale.z),
                                           offset: (s.offset.x, s.offset.y, s.offset.z),
                                           m: (r[0][0], r[0][1], r[0][2], r[1][0], r[1][1], r[1][2], r[2][0], r[2][1], r[2][2]))
             },
-            timestamp: timestamp.map { ScanDecoder.Element(offset: $0.offset, format: $0.format.scanFormat) },
+            timestamp: timestamp.map { ScanDecoder.Element(offset: $0.offset, format: $0.format) },
             clockOffset: clockOffset, units: units)
         let base = bytes.baseAddress!
         var reference = [[Decoded]](repeating: [], count: sensors.count)
-        let out = UnsafeMutablePointer<CapturedSample>.allocate(capacity: max(sensors.count, 1))
+        let out = UnsafeMutablePointer<Sample>.allocate(capacity: max(sensors.count, 1))
         defer { out.deallocate() }
         for i in 0..<scans {
             let n = decoder.decode(base + i * step, fallbackTime: readTime, into: out)

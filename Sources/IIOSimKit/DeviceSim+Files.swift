@@ -2,6 +2,7 @@
 @preconcurrency import Glibc
 #endif
 import CSimSupport
+import IIOScanFormat
 import Foundation
 import SystemSupport
 
@@ -45,7 +46,7 @@ extension DeviceSim {
                 let scale = s.calibration.scale[i]
                 let raw = scale != 0 ? (si / scale - s.calibration.offset[i]).rounded() : 0
                 let clamped = raw.isFinite ? max(min(raw, 9.2e18), -9.2e18) : 0
-                let type = ch.scanType ?? ScanType(isBigEndian: false, isSigned: true, bits: 32, storageBits: 32)
+                let type = ch.scanType ?? ScanFormat(isSigned: true, realBits: 32, storageBits: 32)
                 out.append(type.saturate(Int64(clamped)))
             }
             return out

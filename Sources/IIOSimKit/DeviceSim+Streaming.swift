@@ -2,6 +2,7 @@
 @preconcurrency import Glibc
 #endif
 import CSimSupport
+import IIOScanFormat
 import Foundation
 import SystemSupport
 
@@ -12,7 +13,7 @@ extension DeviceSim {
 
     /// The scan layout from the `_en` files as they are now.
     func enabledLayout() -> (ScanLayout, [Int]) {
-        var entries: [(channel: String, index: Int, type: ScanType)] = []
+        var entries: [(channel: String, index: Int, type: ScanFormat)] = []
         var channelIndex: [String: Int] = [:]
         for (i, ch) in channels.enumerated() {
             guard let idx = ch.spec.index, let t = ch.scanType else { continue }

@@ -2,13 +2,14 @@
 @preconcurrency import Glibc
 #endif
 import CSimSupport
+import IIOScanFormat
 import Foundation
 import SystemSupport
 
 /// One simulated channel: its fixture entry, parsed scan type and physical quantity.
 struct ChannelSim: Sendable {
     var spec: Fixture.Channel
-    var scanType: ScanType?
+    var scanType: ScanFormat?
     var typeName: String
     var axis: Int?
 
@@ -94,7 +95,7 @@ final class DeviceSim: Sendable {
         devNode = root + "/dev/" + id
         self.options = options
         channels = try spec.channels.map { ch in
-            ChannelSim(spec: ch, scanType: try ch.format.map { try ScanType(parsing: $0) },
+            ChannelSim(spec: ch, scanType: try ch.format.map { try ScanFormat(parsing: $0) },
                        typeName: ch.typeName, axis: ch.axis)
         }
         isNoIRQ = options.noIRQ.contains { $0 == "iio:device\(number)" || $0 == spec.name || $0 == spec.label }

@@ -1,4 +1,5 @@
 import Foundation
+public import IIOScanFormat
 
 /// A description of simulated IIO hardware, laid out the way the kernel lays it out in sysfs.
 ///
@@ -171,7 +172,7 @@ public struct Fixture: Codable, Sendable {
         /// A constant raw value for channels with no motion behind them (e.g. `temp`).
         public var value: Int64?
         /// How unused storage bits are filled in the stream (default `sign`).
-        public var upperBits: ScanType.UpperBits?
+        public var upperBits: ScanFormat.UpperBits?
 
         enum CodingKeys: String, CodingKey {
             case id, index, format, raw, value
@@ -179,7 +180,7 @@ public struct Fixture: Codable, Sendable {
         }
 
         public init(id: String, index: Int? = nil, format: String? = nil, raw: Bool? = nil, value: Int64? = nil,
-                    upperBits: ScanType.UpperBits? = nil) {
+                    upperBits: ScanFormat.UpperBits? = nil) {
             self.id = id
             self.index = index
             self.format = format
@@ -296,7 +297,7 @@ public struct Fixture: Codable, Sendable {
                     guard let f = ch.format else {
                         throw LoadError(description: "iio:device\(n) (\(d.name)): channel \(ch.id) has a scan index but no format")
                     }
-                    do { _ = try ScanType(parsing: f) } catch {
+                    do { _ = try ScanFormat(parsing: f) } catch {
                         throw LoadError(description: "iio:device\(n) (\(d.name)): channel \(ch.id): \(error)")
                     }
                     if let other = seen[idx] {

@@ -2,6 +2,7 @@
 @preconcurrency import Glibc
 #endif
 import Foundation
+import IIOScanFormat
 
 /// Records real IIO devices (their sysfs folders) into a fixture that `iio-sim --fixture` loads:
 /// `iio-sim record [DEVICE_FOLDER…] > board.json`.
@@ -74,8 +75,8 @@ public enum Recorder {
                 seen.insert(id)
                 let raw: Bool? = rawValues[id] != nil ? nil : (id == "timestamp" ? nil : false)
                 var channel = Fixture.Channel(id: id, index: index, format: format, raw: raw, value: rawValues[id])
-                if knownFrequencyRule(name) == .hid, channel.axis != nil, let t = try? ScanType(parsing: format),
-                   t.bits + t.shift < t.storageBits {
+                if knownFrequencyRule(name) == .hid, channel.axis != nil, let t = try? ScanFormat(parsing: format),
+                   t.realBits + t.shift < t.storageBits {
                     channel.upperBits = .nextField  // HID drivers copy 32 bits out of 16-bit report fields
                 }
                 channels.append(channel)

@@ -1,3 +1,5 @@
+public import IIOScanFormat
+
 /// Where each enabled element sits in a scan, by the kernel's rule (`iio_compute_scan_bytes` in
 /// `drivers/iio/industrialio-buffer.c`): elements in scan-index order, each aligned to its own size
 /// (storage bytes × repeat), and the whole scan padded to a multiple of its largest element.
@@ -9,7 +11,7 @@ public struct ScanLayout: Sendable, Equatable {
         /// Scan index (`scan_elements/in_<channel>_index`).
         public var index: Int
         /// The element's type.
-        public var type: ScanType
+        public var type: ScanFormat
         /// Byte offset in the scan.
         public var offset: Int
     }
@@ -20,7 +22,7 @@ public struct ScanLayout: Sendable, Equatable {
     public var scanSize: Int
 
     /// Lays out `channels` (id, index, type) as the kernel would; input order does not matter.
-    public init(channels: [(channel: String, index: Int, type: ScanType)]) {
+    public init(channels: [(channel: String, index: Int, type: ScanFormat)]) {
         var bytes = 0
         var largest = 0
         var out: [Element] = []

@@ -273,7 +273,7 @@ final class StreamSession: Sendable {
                 next = values[n]
             }
             let step = e.type.storageBits / 8
-            for r in 0..<e.type.repeatCount {
+            for r in 0..<e.type.repeat {
                 e.type.encode(v, into: &buffer, at: base + e.offset + r * step, upperBits: upper, next: next)
             }
         }

@@ -1,4 +1,5 @@
 internal import IIOMotion
+internal import IIOScanFormat
 @preconcurrency internal import Glibc
 
 /// A scan-decoder case, read from fuzz bytes (all little-endian; a short input reads as zeros):
@@ -16,7 +17,7 @@ struct DecoderInput {
 
     var flags: UInt8
     var scans: Int
-    var formats: [FuzzingEntryPoints.ElementFormat]
+    var formats: [ScanFormat]
     /// Per sensor: scale (3), offset (3), matrix (9).
     var parameters: [[Double]]
     var clockOffset: Int64
@@ -33,8 +34,8 @@ struct DecoderInput {
         scans = Int(byte() % 4) + 1
         formats = (0..<7).map { _ in
             let (storage, real, shift, f) = (byte(), byte(), byte(), byte())
-            return FuzzingEntryPoints.ElementFormat(storageBits: Int(storage), realBits: Int(real), shift: Int(shift),
-                                                    repeat: Int((f >> 2) & 3 ^ 1), isSigned: f & 1 != 0, isBigEndian: f & 2 != 0)
+            return ScanFormat(isBigEndian: f & 2 != 0, isSigned: f & 1 != 0, realBits: Int(real), storageBits: Int(storage),
+                              repeat: Int((f >> 2) & 3 ^ 1), shift: Int(shift))
         }
         parameters = (0..<2).map { _ in (0..<15).map { _ in Double(bitPattern: word()) } }
         clockOffset = Int64(bitPattern: word())
@@ -42,7 +43,7 @@ struct DecoderInput {
     }
 
     /// A case for the seed corpus.
-    init(flags: UInt8, scans: Int, formats: [FuzzingEntryPoints.ElementFormat], parameters: [[Double]], clockOffset: Int64, payload: [UInt8]) {
+    init(flags: UInt8, scans: Int, formats: [ScanFormat], parameters: [[Double]], clockOffset: Int64, payload: [UInt8]) {
         self.flags = flags
         self.scans = scans
         self.formats = formats
@@ -73,7 +74,7 @@ enum DecoderChecks {
 
     /// Where libiio 0.24 puts each enabled element (`iio_buffer_first`) and the scan size
     /// (`iio_device_get_sample_size_mask`): each element aligned to its own length.
-    static func layout(_ formats: [FuzzingEntryPoints.ElementFormat]) -> (offsets: [Int], size: Int) {
+    static func layout(_ formats: [ScanFormat]) -> (offsets: [Int], size: Int) {
         func align(_ p: Int, _ n: Int) -> Int { p % n == 0 ? p : p + n - p % n }
         var ptr = 0
         var offsets: [Int] = []
@@ -87,7 +88,7 @@ enum DecoderChecks {
 
     /// The kernel ABI's reading of one element, written independently of the library: the
     /// storage bytes in their order, shift right, keep the real bits, sign-extend.
-    static func oracle(_ scan: UnsafeRawBufferPointer, at offset: Int, _ f: FuzzingEntryPoints.ElementFormat) -> Int64 {
+    static func oracle(_ scan: UnsafeRawBufferPointer, at offset: Int, _ f: ScanFormat) -> Int64 {
         let n = f.storageBits / 8
         var word: UInt64 = 0
         for i in 0..<n {
@@ -169,12 +170,21 @@ enum DecoderChecks {
                 let c = [(raw[0] + s.offset.x) * s.scale.x, (raw[1] + s.offset.y) * s.scale.y, (raw[2] + s.offset.z) * s.scale.z]
                 let expected = (0..<3).map { j in r[j][0] * c[0] + r[j][1] * c[1] + r[j][2] * c[2] }
                 let bound = (0..<3).map { j in (abs(r[j][0] * c[0]) + abs(r[j][1] * c[1]) + abs(r[j][2] * c[2])) * abs(unit) }
+                // The reference converts the kernel's value once: Core Motion's −v / 9.80665 for
+                // acceleration in g, gauss × 100 to µT.
+                let want = expected.map { e in
+                    switch s.kind {
+                    case .accelerometer: units == .coreMotion ? 0 - e / 9.80665 : e
+                    case .gyroscope: e
+                    case .magnetometer: e * 100
+                    }
+                }
                 let got = result.reference[k][i], fast = result.batch[k][i]
                 let time: Double = timestamp.map { t in Double(oracle(ro, at: i * step + t.1, t.0) &- input.clockOffset) * 1e-9 }
                     ?? readTime
                 let fastTime = timestamp == nil ? readTime - Double(scans - 1 - i) * period : time
                 let where_ = "sensor \(k) (\(s.kind)) scan \(i)"
-                if !same([got.x, got.y, got.z], expected) { v.append("\(where_): decoded \(got), the ABI says \(expected)") }
+                if !same([got.x, got.y, got.z], want) { v.append("\(where_): decoded \(got), the ABI says \(want)") }
                 if got.timestamp != time || fast.timestamp != fastTime {
                     v.append("\(where_): timestamps \(got.timestamp), \(fast.timestamp); expected \(time), \(fastTime)")
                 }

@@ -1,5 +1,6 @@
 internal import IIOMotion
 internal import IIOSimKit
+internal import IIOScanFormat
 @preconcurrency internal import Glibc
 
 /// One parser (or the scan decoder) under fuzzing, and the properties every input must keep.
@@ -20,7 +21,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case available
     /// ``MountMatrix(parsing:)``.
     case mountMatrix = "mount-matrix"
-    /// The simulator's `scan_elements/*_type` parser, ``ScanType(parsing:)``, and its encoder.
+    /// The `scan_elements/*_type` parser, ``ScanFormat/init(parsing:)``, and the simulator's encoder.
     case scanType = "scan-type"
     /// The capture's scan decoder, over formats and bytes described by ``DecoderInput``.
     case scanDecoder = "scan-decoder"
@@ -258,21 +259,22 @@ enum TextChecks {
 
     static func scanType(_ text: String, seed: [UInt8]) -> [String] {
         var v: [String] = []
-        let t: ScanType
+        let t: ScanFormat
         do {
-            t = try ScanType(parsing: text)
-        } catch let e as ScanType.ParseError {
+            t = try ScanFormat(parsing: text)
+        } catch let e as ScanFormat.ParseError {
             if e.reason.isEmpty { v.append("\(quoted(text)): an error without a reason") }
             return v
         } catch {
             return ["\(quoted(text)): unexpected error type \(error)"]
         }
-        if ![8, 16, 32, 64].contains(t.storageBits) || t.bits < 1 || t.shift < 0 || t.bits > t.storageBits - t.shift || t.repeatCount < 1 {
+        // What the parser accepts, the library's decoder must be able to read.
+        if !t.isDecodable {
             v.append("\(quoted(text)) accepted as inconsistent \(t.description)")
             return v
         }
         do {
-            let again = try ScanType(parsing: t.description)
+            let again = try ScanFormat(parsing: t.description)
             if again != t { v.append("\(quoted(text)): printed \(t.description) reads back as \(again.description)") }
         } catch {
             v.append("\(quoted(text)): printed \(t.description) is rejected: \(error)")
@@ -284,7 +286,7 @@ enum TextChecks {
         let range = t.valueRange
         for raw in [range.lowerBound, range.upperBound, 0, -1, 1, Int64(bitPattern: h)] {
             let value = t.saturate(raw)
-            for upper in [ScanType.UpperBits.sign, .zero, .pattern] {
+            for upper in [ScanFormat.UpperBits.sign, .zero, .pattern] {
                 var buffer = [UInt8](repeating: 0, count: t.storageBits / 8 + 1)
                 t.encode(value, into: &buffer, at: 1, upperBits: upper)
                 let back = t.decode(buffer, at: 1)

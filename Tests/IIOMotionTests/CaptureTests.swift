@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
+import IIOScanFormat
 import SystemSupport
 import Testing
 @testable import IIOMotion
@@ -10,8 +11,8 @@ import Testing
 /// channel that is no scan element (7), its own trigger `bmi160-dev0` set.
 enum BMI160 {
     static let accelScale = 0.000598, gyroScale = 0.001065
-    static let s16 = ScanFormat(storageBits: 16, realBits: 16, shift: 0, repeat: 1, isSigned: true, isFullyDefined: true, isBigEndian: false)
-    static let s64 = ScanFormat(storageBits: 64, realBits: 64, shift: 0, repeat: 1, isSigned: true, isFullyDefined: true, isBigEndian: false)
+    static let s16 = ScanFormat(isBigEndian: false, isSigned: true, realBits: 16, storageBits: 16, repeat: 1, shift: 0)
+    static let s64 = ScanFormat(isBigEndian: false, isSigned: true, realBits: 64, storageBits: 64, repeat: 1, shift: 0)
     static let ids = ["accel_x", "accel_y", "accel_z", "anglvel_x", "anglvel_y", "anglvel_z"]
     /// Channels a capture of both sensors enables.
     static let allChannels = [0, 1, 2, 3, 4, 5, 6]
@@ -348,7 +349,7 @@ struct CaptureTests {
 
     @Test("A scan-element type that cannot be decoded: polled, the reason names the file and its text (not 'no scan elements')")
     func unreadableScanType() throws {
-        let bad = ScanFormat(storageBits: 63, realBits: 12, shift: 0, repeat: 1, isSigned: true, isFullyDefined: true, isBigEndian: false)
+        let bad = ScanFormat(isBigEndian: false, isSigned: true, realBits: 12, storageBits: 63, repeat: 1, shift: 0)
         var raw = BMI160.raw()
         for i in 0..<3 { raw.channels[i].scanIndex = nil; raw.channels[i].format = nil; raw.channels[i].unreadableFormat = bad }
         let device = BMI160.device(raw: raw) { $0.files["scan_elements/in_accel_x_type"] = "le:s12/63>>0"; $0.pollBudget = 1 }

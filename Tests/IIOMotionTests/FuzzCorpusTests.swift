@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import IIOMotion
+import IIOScanFormat
 @testable import iio_fuzz
 
 /// The fuzzer's corpus (Tests/Fuzz/corpus/<target>: seeds from the fixtures and every input
@@ -65,9 +66,9 @@ import IIOMotion
         // be:u16/16 reads bytes in order; le:s64/64 reads the whole word.
         let bytes: [UInt8] = [0x00, 0x80, 0x12, 0x34, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F]
         bytes.withUnsafeBytes { scan in
-            let s12 = FuzzingEntryPoints.ElementFormat(storageBits: 16, realBits: 12, shift: 4, repeat: 1, isSigned: true, isBigEndian: false)
-            let u16 = FuzzingEntryPoints.ElementFormat(storageBits: 16, realBits: 16, shift: 0, repeat: 1, isSigned: false, isBigEndian: true)
-            let s64 = FuzzingEntryPoints.ElementFormat(storageBits: 64, realBits: 64, shift: 0, repeat: 1, isSigned: true, isBigEndian: false)
+            let s12 = ScanFormat(isBigEndian: false, isSigned: true, realBits: 12, storageBits: 16, repeat: 1, shift: 4)
+            let u16 = ScanFormat(isBigEndian: true, isSigned: false, realBits: 16, storageBits: 16, repeat: 1, shift: 0)
+            let s64 = ScanFormat(isBigEndian: false, isSigned: true, realBits: 64, storageBits: 64, repeat: 1, shift: 0)
             #expect(DecoderChecks.oracle(scan, at: 0, s12) == -2048)
             #expect(DecoderChecks.oracle(scan, at: 2, u16) == 0x1234)
             #expect(DecoderChecks.oracle(scan, at: 4, s64) == Int64.max)
@@ -100,8 +101,8 @@ import IIOMotion
     }
 
     @Test func formatsTheDecoderCannotReadAreRefused() {
-        func f(_ storage: Int, _ real: Int, _ shift: Int, repeat r: Int = 1) -> FuzzingEntryPoints.ElementFormat {
-            .init(storageBits: storage, realBits: real, shift: shift, repeat: r, isSigned: true, isBigEndian: false)
+        func f(_ storage: Int, _ real: Int, _ shift: Int, repeat r: Int = 1) -> ScanFormat {
+            .init(isBigEndian: false, isSigned: true, realBits: real, storageBits: storage, repeat: r, shift: shift)
         }
         for ok in [f(8, 8, 0), f(16, 12, 4), f(16, 16, 0, repeat: 3), f(32, 32, 0), f(64, 64, 0), f(16, 13, 3)] {
             #expect(FuzzingEntryPoints.isDecodable(ok), "\(ok)")

@@ -1,11 +1,11 @@
+import IIOScanFormat
 import Testing
 @testable import IIOMotion
 
 
 /// `[be|le]:[s|u]bits/storage>>shift`, as the kernel writes it in `scan_elements/*_type`.
 private func format(_ bigEndian: Bool, _ signed: Bool, _ bits: Int, _ storage: Int, _ shift: Int = 0) -> ScanFormat {
-    ScanFormat(storageBits: storage, realBits: bits, shift: shift, repeat: 1, isSigned: signed, isFullyDefined: true,
-               isBigEndian: bigEndian)
+    ScanFormat(isBigEndian: bigEndian, isSigned: signed, realBits: bits, storageBits: storage, repeat: 1, shift: shift)
 }
 
 /// Random scans with some elements forced to the edges (all ones, sign bit only, largest positive).
@@ -129,16 +129,32 @@ struct ScanDecoderTests {
         return (ScanDecoder(sensors: sensors, timestamp: timestamp, clockOffset: clockOffset, units: units), step)
     }
 
-    /// The old path: the reference decode in SI, then `Conversion` to public units.
-    private func reference(_ d: ScanDecoder, _ scan: UnsafeRawPointer, time: Double, units: MotionUnits) -> [CapturedSample] {
-        var out = [CapturedSample](repeating: CapturedSample(kind: .accelerometer, x: 0, y: 0, z: 0, timestamp: 0), count: d.sensors.count)
+    /// A reference sample and its sensor.
+    private struct Reference {
+        var kind: SensorKind
+        var x: Double, y: Double, z: Double
+        var timestamp: Double
+    }
+
+    /// The reference decode: the kernel's SI value, then `Conversion` to the decoder's units.
+    private func reference(_ d: ScanDecoder, _ scan: UnsafeRawPointer, time: Double) -> [Reference] {
+        var out = [Sample](repeating: Sample(timestamp: 0, x: 0, y: 0, z: 0), count: d.sensors.count)
         _ = out.withUnsafeMutableBufferPointer { d.decode(scan, fallbackTime: time, into: $0.baseAddress!) }
-        return out.map { CapturedSample(kind: $0.kind, si: ($0.x, $0.y, $0.z), timestamp: $0.timestamp, units: units) }
+        return zip(d.sensors, out).map { Reference(kind: $0.kind, x: $1.x, y: $1.y, z: $1.z, timestamp: $1.timestamp) }
+    }
+
+    /// The last of `kind`'s samples in `batch`'s arrays, as the hub keeps it.
+    private func last(_ batch: CaptureBatch, _ kind: SensorKind) -> Sample? {
+        switch kind {
+        case .accelerometer: batch.accelerometer.last?.sample
+        case .gyroscope: batch.gyroscope.last?.sample
+        case .magnetometer: batch.magnetometer.last?.sample
+        }
     }
 
     /// Within a few units in the last place of the vector's largest component (the folded factors
     /// round differently; the mount matrices are orthonormal, so no term exceeds that component).
-    private func close(_ got: (Double, Double, Double), _ want: CapturedSample) -> Bool {
+    private func close(_ got: (Double, Double, Double), _ want: Reference) -> Bool {
         let tolerance = 16 * max(abs(want.x), abs(want.y), abs(want.z)).ulp
         return abs(got.0 - want.x) <= tolerance && abs(got.1 - want.y) <= tolerance && abs(got.2 - want.z) <= tolerance
     }
@@ -161,7 +177,7 @@ struct ScanDecoderTests {
                     let all = d.batch(start, step: step, scans: scans, everySample: true, readTime: readTime, period: period, times: times)
                     var exactBits = 0, total = 0
                     for s in 0..<scans {
-                        let want = reference(d, start + s * step, time: readTime - Double(scans - 1 - s) * period, units: units)
+                        let want = reference(d, start + s * step, time: readTime - Double(scans - 1 - s) * period)
                         for w in want {
                             let got: (Double, Double, Double, Double)
                             switch w.kind {
@@ -200,7 +216,7 @@ struct ScanDecoderTests {
                         #expect(newest.count(kind) == scans)
                         let n = try #require(newest.newest(kind))
                         let a = try #require(all.newest(kind))
-                        #expect(n.x == a.x && n.y == a.y && n.z == a.z && n.timestamp == a.timestamp && n.kind == kind)
+                        #expect(n.x == a.x && n.y == a.y && n.z == a.z && n.timestamp == a.timestamp && a == last(all, kind))
                     }
                 }
             }

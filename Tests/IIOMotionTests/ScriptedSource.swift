@@ -174,7 +174,7 @@ func scriptedBatch(_ kinds: [SensorKind], at times: [Double], value: Double = 1)
     for t in times {
         for k in kinds {
             let z = k == .accelerometer ? -value : 0
-            b.append(CapturedSample(kind: k, x: 0, y: 0, z: z, timestamp: t), everySample: true)
+            b.append(Sample(timestamp: t, x: 0, y: 0, z: z), of: k, everySample: true)
         }
     }
     return b

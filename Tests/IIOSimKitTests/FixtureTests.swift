@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import IIOSimKit
+import IIOScanFormat
 
 private func decode(_ json: String) throws -> Fixture {
     try JSONDecoder().decode(Fixture.self, from: Data(json.utf8))
@@ -38,7 +39,7 @@ struct FixtureTests {
                 guard let idx = ch.index else { continue }
                 #expect(indices.insert(idx).inserted)
                 let format = try #require(ch.format)
-                #expect(try ScanType(parsing: format).description == format)
+                #expect(try ScanFormat(parsing: format).description == format)
             }
             // Buffered devices carry a timestamp, the last scan index, as every driver reviewed does.
             if d.buffer != nil {
@@ -59,9 +60,9 @@ struct FixtureTests {
     func fullScanSizes(name: String, scanSize: Int) throws {
         let f = try Fixture.load(path: TestSupport.fixturePath(name))
         for d in f.devices where d.buffer != nil {
-            let entries = try d.channels.compactMap { ch -> (channel: String, index: Int, type: ScanType)? in
+            let entries = try d.channels.compactMap { ch -> (channel: String, index: Int, type: ScanFormat)? in
                 guard let idx = ch.index, let fmt = ch.format else { return nil }
-                return (ch.id, idx, try ScanType(parsing: fmt))
+                return (ch.id, idx, try ScanFormat(parsing: fmt))
             }
             #expect(ScanLayout(channels: entries).scanSize == scanSize, "\(name)/\(d.name)")
         }

@@ -1,19 +1,20 @@
 import Testing
 @testable import IIOSimKit
+import IIOScanFormat
 
 /// Bytes of one repetition of `value` in type `text`.
-private func encoded(_ text: String, _ value: Int64, _ upper: ScanType.UpperBits = .sign) throws -> [UInt8] {
-    let t = try ScanType(parsing: text)
+private func encoded(_ text: String, _ value: Int64, _ upper: ScanFormat.UpperBits = .sign) throws -> [UInt8] {
+    let t = try ScanFormat(parsing: text)
     var buffer = [UInt8](repeating: 0x5A, count: t.storageBits / 8)
     t.encode(value, into: &buffer, at: 0, upperBits: upper)
     return buffer
 }
 
 private func decoded(_ text: String, _ bytes: [UInt8]) throws -> Int64 {
-    try ScanType(parsing: text).decode(bytes, at: 0)
+    try ScanFormat(parsing: text).decode(bytes, at: 0)
 }
 
-@Suite("ScanType encoding: exact bytes", .timeLimit(.minutes(3)))
+@Suite("ScanFormat encoding: exact bytes", .timeLimit(.minutes(3)))
 struct ScanEncodingTests {
     @Test("16-bit little and big endian")
     func sixteenBit() throws {
@@ -41,7 +42,7 @@ struct ScanEncodingTests {
     @Test("s12/16>>4 fills every storage bit with data or shift: the upper-bit policy changes nothing")
     func s12Shift4HasNoUpperBits() throws {
         // -1 = 0xFFF in 12 bits; << 4 = 0xFFF0.
-        for upper in [ScanType.UpperBits.sign, .zero, .pattern] {
+        for upper in [ScanFormat.UpperBits.sign, .zero, .pattern] {
             #expect(try encoded("le:s12/16>>4", -1, upper) == [0xF0, 0xFF])
         }
     }
@@ -115,7 +116,7 @@ struct ScanEncodingTests {
 
     @Test("encode writes only its own bytes, at the offset")
     func writesAtOffset() throws {
-        let t = try ScanType(parsing: "be:s16/16>>0")
+        let t = try ScanFormat(parsing: "be:s16/16>>0")
         var buffer = [UInt8](repeating: 0x11, count: 6)
         t.encode(-2, into: &buffer, at: 2)
         #expect(buffer == [0x11, 0x11, 0xFF, 0xFE, 0x11, 0x11])
@@ -125,7 +126,7 @@ struct ScanEncodingTests {
 
     @Test("Each repetition of an X4 element is one storage word")
     func repeats() throws {
-        let t = try ScanType(parsing: "le:s16/16X4>>0")
+        let t = try ScanFormat(parsing: "le:s16/16X4>>0")
         var buffer = [UInt8](repeating: 0, count: t.byteCount)
         for (i, v) in [Int64(1), -1, 0x1234, -32768].enumerated() { t.encode(v, into: &buffer, at: 2 * i) }
         #expect(buffer == [0x01, 0x00, 0xFF, 0xFF, 0x34, 0x12, 0x00, 0x80])
@@ -134,14 +135,14 @@ struct ScanEncodingTests {
 
     @Test("storageWord is the word before byte order")
     func storageWord() throws {
-        #expect(try ScanType(parsing: "be:u12/16>>4").storageWord(for: 0xABC) == 0xABC0)
-        #expect(try ScanType(parsing: "le:s16/32>>0").storageWord(for: -2, upperBits: .zero) == 0x0000_FFFE)
-        #expect(try ScanType(parsing: "le:s16/32>>0").storageWord(for: -2, upperBits: .sign) == 0xFFFF_FFFE)
-        #expect(try ScanType(parsing: "le:s64/64>>0").storageWord(for: -1) == UInt64.max)
+        #expect(try ScanFormat(parsing: "be:u12/16>>4").storageWord(for: 0xABC) == 0xABC0)
+        #expect(try ScanFormat(parsing: "le:s16/32>>0").storageWord(for: -2, upperBits: .zero) == 0x0000_FFFE)
+        #expect(try ScanFormat(parsing: "le:s16/32>>0").storageWord(for: -2, upperBits: .sign) == 0xFFFF_FFFE)
+        #expect(try ScanFormat(parsing: "le:s64/64>>0").storageWord(for: -1) == UInt64.max)
     }
 }
 
-@Suite("ScanType saturation", .timeLimit(.minutes(3)))
+@Suite("ScanFormat saturation", .timeLimit(.minutes(3)))
 struct ScanSaturationTests {
     @Test("A sensor saturates at its range instead of wrapping", arguments: [
         ("le:s16/16>>0", Int64(40000), Int64(32767)),
@@ -161,20 +162,20 @@ struct ScanSaturationTests {
         ("le:u64/64>>0", -1, 0),
     ])
     func saturates(text: String, value: Int64, expected: Int64) throws {
-        #expect(try ScanType(parsing: text).saturate(value) == expected)
+        #expect(try ScanFormat(parsing: text).saturate(value) == expected)
     }
 
     @Test("Saturated extremes encode to the extreme codes")
     func extremesEncode() throws {
-        let s16 = try ScanType(parsing: "le:s16/16>>0")
+        let s16 = try ScanFormat(parsing: "le:s16/16>>0")
         #expect(try encoded("le:s16/16>>0", s16.saturate(1_000_000)) == [0xFF, 0x7F])
         #expect(try encoded("le:s16/16>>0", s16.saturate(-1_000_000)) == [0x00, 0x80])
-        let u12 = try ScanType(parsing: "le:u12/16>>4")
+        let u12 = try ScanFormat(parsing: "le:u12/16>>4")
         #expect(try encoded("le:u12/16>>4", u12.saturate(99_999)) == [0xF0, 0xFF])
     }
 }
 
-@Suite("ScanType decoding", .timeLimit(.minutes(3)))
+@Suite("ScanFormat decoding", .timeLimit(.minutes(3)))
 struct ScanDecodingTests {
     @Test("Shift right first, then mask to bits, then sign-extend")
     func orderOfOperations() throws {
@@ -227,19 +228,19 @@ struct ScanDecodingTests {
 
     @Test("decode(encode(v)) == v for random values, edges and every upper-bit fill", arguments: forms)
     func roundTrip(text: String) throws {
-        let t = try ScanType(parsing: text)
+        let t = try ScanFormat(parsing: text)
         let range = t.valueRange
         var rng = TestRandom(seed: text.utf8.reduce(UInt64(1469598103934665603)) { ($0 ^ UInt64($1)) &* 1099511628211 })
         var values: [Int64] = [range.lowerBound, range.upperBound, 0, range.lowerBound / 2, range.upperBound / 2]
         values += [-1, 1].filter(range.contains)  // s1 holds only -1 and 0
         for _ in 0..<500 { values.append(Int64.random(in: range, using: &rng)) }
         let n = t.storageBits / 8
-        for upper in [ScanType.UpperBits.sign, .zero, .pattern] {
+        for upper in [ScanFormat.UpperBits.sign, .zero, .pattern] {
             for v in values {
                 // Each repetition at its own slot, after a 3-byte prefix so offsets are exercised.
                 var buffer = [UInt8](repeating: 0xEE, count: 3 + t.byteCount)
-                for r in 0..<t.repeatCount { t.encode(v, into: &buffer, at: 3 + r * n, upperBits: upper) }
-                for r in 0..<t.repeatCount {
+                for r in 0..<t.repeat { t.encode(v, into: &buffer, at: 3 + r * n, upperBits: upper) }
+                for r in 0..<t.repeat {
                     let back = t.decode(buffer, at: 3 + r * n)
                     #expect(back == v, "\(text) \(upper) value \(v) repetition \(r) decoded as \(back)")
                 }

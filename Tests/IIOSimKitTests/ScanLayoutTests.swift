@@ -1,9 +1,10 @@
 import Testing
 @testable import IIOSimKit
+import IIOScanFormat
 
-private func type(_ text: String) -> ScanType {
+private func type(_ text: String) -> ScanFormat {
     // Test inputs are all valid; a failure here is reported by the parsing tests.
-    (try? ScanType(parsing: text)) ?? ScanType(isBigEndian: false, isSigned: true, bits: 1, storageBits: 8)
+    (try? ScanFormat(parsing: text)) ?? ScanFormat(isSigned: true, realBits: 1, storageBits: 8)
 }
 
 private let s16 = "le:s16/16>>0"

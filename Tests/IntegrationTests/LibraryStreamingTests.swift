@@ -1,4 +1,5 @@
 import Foundation
+import IIOScanFormat
 import IIOSimKit
 import Testing
 
@@ -28,7 +29,7 @@ struct LibraryStreamingTests {
         var all: [Double] = []
         for (rec, bytes) in try SimHarness.sessions(in: log, device: device) {
             guard let ts = rec.elements.first(where: { $0.channel == "timestamp" }) else { continue }
-            let type = try ScanType(parsing: ts.type)
+            let type = try ScanFormat(parsing: ts.type)
             let raw = Array(bytes)
             for i in 0..<(raw.count / rec.scanSize) { all.append(Double(type.decode(raw, at: i * rec.scanSize + ts.offset)) * 1e-9) }
         }

@@ -5,7 +5,7 @@ import Testing
 
 // End-to-end tests of `motion-monitor --csv`, run inside `iio-sim`: the log is compared with what
 // the simulator recorded with `--stream-log` (every scan it wrote, minus what was never read),
-// decoded with IIOSimKit's `ScanType` and converted by hand from the sysfs files, as
+// decoded with IIOScanFormat's `ScanFormat` and converted by hand from the sysfs files, as
 // MotionMonitorStreamingTests does for the JSON lines.
 //
 // Helpers are `private` so they cannot collide with the other suites of this target.

@@ -1,11 +1,12 @@
 import Foundation
 import Glibc
+import IIOScanFormat
 import IIOSimKit
 import Testing
 
 // What the motion-monitor suites that check a `--csv` log share: the strict parse of the log, and
 // its comparison with what the simulator recorded with `--stream-log` (every scan it wrote, minus
-// what was never read), decoded with IIOSimKit's `ScanType` and converted by hand from the sysfs
+// what was never read), decoded with IIOScanFormat's `ScanFormat` and converted by hand from the sysfs
 // files, without the IIOMotion library.
 
 /// Comparing a log with the stream.
@@ -41,8 +42,8 @@ enum LogCheck {
         for (record, bytes) in try SimHarness.sessions(in: streamLog, device: device) {
             let find = { (name: String) in record.elements.first { $0.channel == name } }
             guard let ex = find("\(type)_x"), let ey = find("\(type)_y"), let ez = find("\(type)_z") else { continue }
-            let axes = try [ex, ey, ez].map { (offset: $0.offset, type: try ScanType(parsing: $0.type)) }
-            let ts = try find("timestamp").map { (offset: $0.offset, type: try ScanType(parsing: $0.type)) }
+            let axes = try [ex, ey, ez].map { (offset: $0.offset, type: try ScanFormat(parsing: $0.type)) }
+            let ts = try find("timestamp").map { (offset: $0.offset, type: try ScanFormat(parsing: $0.type)) }
             let raw = Array(bytes)
             for i in 0..<(raw.count / record.scanSize) {
                 let base = i * record.scanSize

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import IIOScanFormat
 import IIOSimKit
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 // and the real iiod for `--uri ip:127.0.0.1`.
 //
 // The reference is the simulator itself: with `--stream-log` it records every byte it streamed
-// per buffer session. Those scans are decoded here with IIOSimKit's `ScanType` and converted by
+// per buffer session. Those scans are decoded here with IIOScanFormat's `ScanFormat` and converted by
 // hand from the sysfs files of the same session ((raw + offset) · scale, the mount matrix M·v,
 // then Core Motion's −v / 9.80665), without the IIOMotion library, and compared line by line.
 //
@@ -397,8 +398,8 @@ private enum Streams {
         for (session, (record, bytes)) in try SimHarness.sessions(in: r.streamLog, device: device).enumerated() {
             let find = { (name: String) in record.elements.first { $0.channel == name } }
             guard let ex = find("\(type)_x"), let ey = find("\(type)_y"), let ez = find("\(type)_z") else { continue }
-            let axes = try [ex, ey, ez].map { (offset: $0.offset, type: try ScanType(parsing: $0.type)) }
-            let ts = try find("timestamp").map { (offset: $0.offset, type: try ScanType(parsing: $0.type)) }
+            let axes = try [ex, ey, ez].map { (offset: $0.offset, type: try ScanFormat(parsing: $0.type)) }
+            let ts = try find("timestamp").map { (offset: $0.offset, type: try ScanFormat(parsing: $0.type)) }
             let raw = Array(bytes)
             for i in 0..<(raw.count / record.scanSize) {
                 let base = i * record.scanSize

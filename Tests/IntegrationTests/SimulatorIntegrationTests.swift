@@ -1,4 +1,5 @@
 import Foundation
+import IIOScanFormat
 import IIOSimKit
 import Testing
 
@@ -29,11 +30,11 @@ struct SimulatorIntegrationTests {
             let block = lines[(start + 1)...].prefix { !$0.hasPrefix("iio:device") && !$0.hasPrefix("trigger") }
             for ch in device.channels {
                 if let index = ch.index, let format = ch.format {
-                    let type = try ScanType(parsing: format)
+                    let type = try ScanFormat(parsing: format)
                     let line = block.first { $0.hasPrefix("\(ch.id):  (input, index: \(index), format: ") }
                     let shown = try #require(line, "channel \(ch.id) of \(device.name) not listed as a scan element")
                     let shownFormat = shown.split(separator: " ").last.map { String($0.dropLast()) } ?? ""
-                    #expect(try ScanType(parsing: shownFormat) == type, "\(shown)")
+                    #expect(try ScanFormat(parsing: shownFormat) == type, "\(shown)")
                 } else if ch.hasRaw {
                     #expect(block.contains("\(ch.id):  (input)"), "channel \(ch.id) of \(device.name) missing")
                 }
@@ -143,7 +144,7 @@ struct SimulatorIntegrationTests {
         for s in 0..<scans {
             var accel = [Double](repeating: 0, count: 3)
             for e in record.elements {
-                let type = try ScanType(parsing: e.type)
+                let type = try ScanFormat(parsing: e.type)
                 let v = type.decode(Array(bytes), at: s * record.scanSize + e.offset)
                 if e.channel == "timestamp" {
                     if let last = lastTimestamp {
@@ -218,7 +219,7 @@ struct SimulatorIntegrationTests {
         // One data-ready interrupt serves both sensors: the faster rate wins.
         #expect(rec.rate == 800)
         let got = try Data(contentsOf: URL(fileURLWithPath: "\(dir)/out.bin"))
-        let ts = try ScanType(parsing: "le:s64/64>>0")
+        let ts = try ScanFormat(parsing: "le:s64/64>>0")
         let t0 = ts.decode(Array(got), at: 8), t1 = ts.decode(Array(got), at: 24)
         #expect(t1 - t0 == 1_250_000)
     }
@@ -248,7 +249,7 @@ struct SimulatorIntegrationTests {
         #expect(got.count == 8 * 16, "the reader gets exactly buffer/length scans")
         #expect(s.scansDropped > 50, "about 96 scans at 104 Hz found the kfifo full: \(s)")
         // The kept scans are the first ones, one period apart.
-        let ts = try ScanType(parsing: "le:s64/64>>0")
+        let ts = try ScanFormat(parsing: "le:s64/64>>0")
         let stamps = (0..<8).map { ts.decode(Array(got), at: $0 * 16 + 8) }
         #expect(zip(stamps, stamps.dropFirst()).allSatisfy { abs($1 - $0 - Int64(1e9 / 104)) <= 1 })
         // And the bytes are the first ones the simulator delivered.

@@ -2,18 +2,6 @@ internal import Dispatch
 internal import Glibc
 import SystemSupport
 
-/// One decoded sample, already rotated into the device's axes by the mount matrix, with a
-/// timestamp in seconds on `CLOCK_MONOTONIC`. In public units (the manager's ``MotionUnits``) as
-/// captures deliver it; in the kernel's SI units (m/s², rad/s, gauss) from
-/// ``ScanDecoder/decode(_:fallbackTime:into:)``.
-struct CapturedSample: Sendable {
-    var kind: SensorKind
-    var x: Double
-    var y: Double
-    var z: Double
-    var timestamp: Double
-}
-
 /// What a capture needs: the device's sensors to read and how often.
 struct CaptureSettings: Sendable {
     /// The context URI; the production factory opens the capture's own context on it.
@@ -510,7 +498,7 @@ final class DeviceCapture<Device: DeviceIO>: Sendable {
                 let plan = settings.plans[i]
                 do throws(MotionError) {
                     let (v, t) = try PolledReader.readSI(device: device, channels: layout.rawChannels[i], info: plan.info)
-                    batch.append(CapturedSample(kind: plan.info.kind, si: v, timestamp: t, units: settings.units),
+                    batch.append(Sample(si: v, plan.info.kind, timestamp: t, units: settings.units), of: plan.info.kind,
                                  everySample: settings.everySample)
                 } catch {
                     if isStopping { return }

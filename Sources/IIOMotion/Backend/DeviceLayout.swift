@@ -1,3 +1,5 @@
+import IIOScanFormat
+
 /// Where each captured sensor's channels are on one device (resolved in the capture's context).
 struct DeviceLayout: Sendable {
     var deviceName: String?

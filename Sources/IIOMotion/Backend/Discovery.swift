@@ -1,4 +1,5 @@
 internal import Glibc
+import IIOScanFormat
 
 /// Everything needed to read one sensor by polling, plus its public description.
 struct SensorPlan: Sendable {

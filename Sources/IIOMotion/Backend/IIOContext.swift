@@ -1,4 +1,5 @@
 internal import CIIOShim
+import IIOScanFormat
 
 /// Owns one libiio context (`struct iio_context *`); `deinit` destroys it.
 ///
@@ -78,10 +79,8 @@ final class IIOContext: @unchecked Sendable { // the pointer is immutable after 
             // ScanFormat.isDecodable): never enabled, so libiio never lays it out either.
             let parsed: ScanFormat? = cd.is_scan_element
                 ? ScanFormat(
-                    storageBits: Int(cd.format.length), realBits: Int(cd.format.bits),
-                    shift: Int(cd.format.shift), repeat: Int(cd.format.repeat),
-                    isSigned: cd.format.is_signed, isFullyDefined: cd.format.is_fully_defined,
-                    isBigEndian: cd.format.is_be)
+                    isBigEndian: cd.format.is_be, isSigned: cd.format.is_signed, realBits: Int(cd.format.bits),
+                    storageBits: Int(cd.format.length), repeat: Int(cd.format.repeat), shift: Int(cd.format.shift))
                 : nil
             let format = parsed.flatMap { $0.isDecodable ? $0 : nil }
             channels.append(RawChannel(

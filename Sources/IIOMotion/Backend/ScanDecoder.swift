@@ -1,24 +1,31 @@
+import IIOScanFormat
+
 /// Decodes scans into samples: each element per its format (endianness, sign, bits, storage,
 /// shift), then `(raw + offset) · scale`, then the sensor's calibration (``SensorCalibration``,
 /// folded into the offset and the matrix), then the mount matrix. No allocation per scan.
 ///
-/// Two entry points:
-/// - ``decode(_:fallbackTime:into:)``: one scan, every sensor, in the kernel's SI units, element by
-///   element through the general reader (``Element/value(_:)``). The reference.
+/// Two entry points, both in the decoder's ``units``:
+/// - ``decode(_:fallbackTime:into:)``: one scan, every sensor, element by element through the
+///   general reader (``Element/value(_:)``), in the kernel's SI units, then ``Conversion``. The
+///   reference.
 /// - ``batch(_:step:scans:everySample:readTime:period:times:)``: what the capture thread runs on
-///   each refill. Straight into the public sample type (``AccelerometerData`` …), with scale,
-///   mount matrix and unit factor folded into one 3×3 matrix per sensor (``Folded``), and the
-///   element reader chosen once per refill: specialised for `le:s16/16`, `le:s32/32`,
-///   `be:s16/16` (and `le:s64/64` timestamps), the general reader for every other format. The
-///   common layouts take one pass over the scans for every sensor and the timestamp
-///   (``onePass(_:step:count:into:)``); the others a pass for the timestamps, then one
-///   per sensor.
+///   each refill. Straight into the public sample type (``AccelerometerData`` …) or ``Sample``,
+///   with scale, mount matrix and unit factor (``Conversion/factor(_:to:)``) folded into one 3×3
+///   matrix per sensor (``Folded``), and the element reader (ElementReaders.swift) chosen once
+///   per refill: specialised for `le:s16/16`, `le:s32/32`, `be:s16/16` (and `le:s64/64`
+///   timestamps), the general reader for every other format. The common layouts take one pass
+///   over the scans for every sensor and the timestamp (``onePass(_:step:count:into:)``, in
+///   ScanDecoder+OnePass.swift); the others a pass for the timestamps, then one per sensor.
 ///
 /// The two agree on every raw value bit for bit; converted values agree bit for bit where the
 /// folded factors are exact (SI, rad/s, mount matrices of 0 and ±1), else within a few units in
 /// the last place (g: the reference's values are divided by 9.80665 after the matrix, the folded
 /// path multiplies by `−scale / 9.80665` inside it). A zero reads `+0`, never `−0`.
+///
+/// The element formats are IIOScanFormat's ``ScanFormat``, as libiio reports them.
 struct ScanDecoder {
+    /// One element of the scan, ready to read: where it sits, and its ``ScanFormat`` turned into
+    /// the masks and byte count the per-sample reader needs (worked out once per capture).
     struct Element {
         var offset: Int
         var bytes: Int
@@ -92,8 +99,8 @@ struct ScanDecoder {
     }
 
     /// A sensor's whole conversion to public units in one step: `out = F · (raw + offset) + 0`,
-    /// where `F[i][j] = M[i][j] · scale[j] · unit` (`unit`: −1/9.80665 for acceleration in g,
-    /// 100 for Gauss to µT, else 1). The `+ 0` turns `−0` into `0`.
+    /// where `F[i][j] = M[i][j] · scale[j] · unit` (`unit`: ``Conversion/factor(_:to:)``,
+    /// −1/9.80665 for acceleration in g, 100 for gauss to µT, else 1). The `+ 0` turns `−0` into `0`.
     struct Folded {
         var kind: SensorKind
         var axes: (Element, Element, Element)
@@ -110,12 +117,7 @@ struct ScanDecoder {
             kind = s.kind
             axes = s.axes
             offset = s.offset
-            let unit: Double
-            switch s.kind {
-            case .accelerometer: unit = units == .coreMotion ? -1 / standardGravity : 1
-            case .gyroscope: unit = 1
-            case .magnetometer: unit = 100
-            }
+            let unit = Conversion.factor(s.kind, to: units)
             let (m, c) = (s.m, s.scale)
             f = (m.0 * c.0 * unit, m.1 * c.1 * unit, m.2 * c.2 * unit,
                  m.3 * c.0 * unit, m.4 * c.1 * unit, m.5 * c.2 * unit,
@@ -191,10 +193,11 @@ struct ScanDecoder {
         folded = sensors.map { Folded($0, units: units) }
     }
 
-    /// Decodes one scan into `out` (one sample per sensor, kernel SI units); returns how many
-    /// were written. The reference the capture's fast path is tested against.
+    /// Decodes one scan into `out` (one sample per sensor, in ``sensors``' order, in ``units``);
+    /// returns how many were written. The reference the capture's fast path is tested against:
+    /// the kernel's SI value `M · ((raw + offset) · scale)` first, then ``Conversion/fromSI(_:_:to:)``.
     @inline(__always)
-    func decode(_ scan: UnsafeRawPointer, fallbackTime: Double, into out: UnsafeMutablePointer<CapturedSample>) -> Int {
+    func decode(_ scan: UnsafeRawPointer, fallbackTime: Double, into out: UnsafeMutablePointer<Sample>) -> Int {
         let t = timestamp.map { Double($0.value(scan) &- clockOffset) * 1e-9 } ?? fallbackTime
         sensors.withUnsafeBufferPointer { all in
             for i in 0..<all.count {
@@ -203,8 +206,9 @@ struct ScanDecoder {
                 let y = (Double(s.axes.1.value(scan)) + s.offset.1) * s.scale.1
                 let z = (Double(s.axes.2.value(scan)) + s.offset.2) * s.scale.2
                 let m = s.m
-                out[i] = CapturedSample(kind: s.kind, x: m.0 * x + m.1 * y + m.2 * z, y: m.3 * x + m.4 * y + m.5 * z,
-                                        z: m.6 * x + m.7 * y + m.8 * z, timestamp: t)
+                let v = Conversion.fromSI((m.0 * x + m.1 * y + m.2 * z, m.3 * x + m.4 * y + m.5 * z, m.6 * x + m.7 * y + m.8 * z),
+                                          s.kind, to: units)
+                out[i] = Sample(timestamp: t, x: v.x, y: v.y, z: v.z)
             }
         }
         return sensors.count
@@ -213,7 +217,8 @@ struct ScanDecoder {
     // MARK: The capture's fast path
 
     /// One refill's samples in public units (``units``), per sensor: every scan's when
-    /// `everySample` (one array per sensor), else only the newest scan's, with the count of scans.
+    /// `everySample` (one array of the public type per sensor), else only the newest scan's (a
+    /// ``Sample``), with the count of scans.
     ///
     /// - Parameters:
     ///   - start: the first scan; `step` bytes from one scan to the next; `scans` scans.
@@ -232,9 +237,9 @@ struct ScanDecoder {
             let newest = start + (scans - 1) * step
             timestamps(newest, step: step, count: 1, dating: (readTime, period, 0), into: times)
             for i in folded.indices {
-                var one = PlainSample()
+                var one = Sample(timestamp: 0, x: 0, y: 0, z: 0)
                 fill(i, newest, step: step, count: 1, times: times, into: &one)
-                batch.record(CapturedSample(kind: folded[i].kind, x: one.x, y: one.y, z: one.z, timestamp: one.timestamp), count: scans)
+                batch.record(one, of: folded[i].kind, count: scans)
             }
             return batch
         }
@@ -252,13 +257,13 @@ struct ScanDecoder {
             switch s.kind {
             case .accelerometer:
                 batch.accelerometer = spare.accelerometer
-                batch.record(batch.accelerometer.last.map(CapturedSample.init), count: scans)
+                batch.record(batch.accelerometer.last?.sample, of: .accelerometer, count: scans)
             case .gyroscope:
                 batch.gyroscope = spare.gyroscope
-                batch.record(batch.gyroscope.last.map(CapturedSample.init), count: scans)
+                batch.record(batch.gyroscope.last?.sample, of: .gyroscope, count: scans)
             case .magnetometer:
                 batch.magnetometer = spare.magnetometer
-                batch.record(batch.magnetometer.last.map(CapturedSample.init), count: scans)
+                batch.record(batch.magnetometer.last?.sample, of: .magnetometer, count: scans)
             }
         }
         return batch
@@ -390,315 +395,6 @@ struct ScanDecoder {
                                        y: f.3 * x + f.4 * y + f.5 * z + 0,
                                        z: f.6 * x + f.7 * y + f.8 * z + 0))
             scan += step
-        }
-    }
-
-    // MARK: One pass for every sensor
-
-    /// A sensor's ``Folded/direct`` mapping.
-    typealias DirectMap = (axes: (Element, Element, Element), offset: (Double, Double, Double), factor: (Double, Double, Double))
-
-    /// Decodes every sensor of `count` scans from `start` into `spare`'s arrays, and dates them,
-    /// in a single pass over the scans: each scan read once, its timestamp converted once, no
-    /// scratch array of timestamps written and read back. For the layouts nearly every device
-    /// has: one sensor, or an accelerometer and a gyroscope (and a magnetometer), each with a
-    /// ``Folded/direct`` mapping and no offset, all axes of one specialised form, and a `le:s64`
-    /// timestamp. Returns false, having done nothing, for any other layout (the general path
-    /// then runs).
-    ///
-    /// The arithmetic of ``fill(_:_:step:count:times:into:)`` and ``timestamps(_:step:count:dating:into:)``,
-    /// so the same bits: ``DirectReaders`` leaves out only the add of a zero offset, which changes no
-    /// value (`Double(raw)` is never −0, and `+0 + −0` is `+0`).
-    func onePass(_ start: UnsafeRawPointer, step: Int, count: Int, into spare: inout CaptureBatch) -> Bool {
-        guard let timestamp, timestamp.form == .le64 else { return false }
-        var form: Element.Form?
-        var maps: (a: DirectMap?, g: DirectMap?, m: DirectMap?) = (nil, nil, nil)
-        for s in folded {
-            guard let direct = s.direct, direct.offset == (0, 0, 0), s.form != .general, form == nil || form == s.form else { return false }
-            form = s.form
-            switch s.kind {
-            case .accelerometer where maps.a == nil: maps.a = direct
-            case .gyroscope where maps.g == nil: maps.g = direct
-            case .magnetometer where maps.m == nil: maps.m = direct
-            default: return false  // two sensors of one kind: the general path (the later one's array wins)
-            }
-        }
-        let time = KernelTime(reader: LE64Reader(timestamp), clockOffset: clockOffset)
-        switch form {
-        case .le16: return Self.onePass(LE16Reader.self, time, maps, start, step: step, count: count, into: &spare)
-        case .le32: return Self.onePass(LE32Reader.self, time, maps, start, step: step, count: count, into: &spare)
-        case .be16: return Self.onePass(BE16Reader.self, time, maps, start, step: step, count: count, into: &spare)
-        case .le64, .general, nil: return false
-        }
-    }
-
-    /// ``onePass(_:step:count:into:)`` for one reader: a loop per set of sensors, each writing
-    /// straight into its arrays.
-    private static func onePass<R: ElementReader>(
-        _: R.Type, _ time: KernelTime, _ maps: (a: DirectMap?, g: DirectMap?, m: DirectMap?), _ start: UnsafeRawPointer, step: Int,
-        count: Int, into spare: inout CaptureBatch
-    ) -> Bool {
-        let readers = (a: maps.a.map { DirectReaders<R>($0) }, g: maps.g.map { DirectReaders<R>($0) }, m: maps.m.map { DirectReaders<R>($0) })
-        switch readers {
-        case let (la?, nil, nil):
-            overwrite(&spare.accelerometer, count: count) { pass(la, time, start, step: step, count: count, into: $0) }
-        case let (nil, lg?, nil):
-            overwrite(&spare.gyroscope, count: count) { pass(lg, time, start, step: step, count: count, into: $0) }
-        case let (nil, nil, lm?):
-            overwrite(&spare.magnetometer, count: count) { pass(lm, time, start, step: step, count: count, into: $0) }
-        case let (la?, lg?, lm):
-            // Out of `spare` while they are refilled, so that each closure below holds one array
-            // (and `overwrite` finds it uniquely held when no consumer holds it).
-            var a: [AccelerometerData] = [], g: [GyroData] = [], m: [MagnetometerData] = []
-            swap(&a, &spare.accelerometer)
-            swap(&g, &spare.gyroscope)
-            swap(&m, &spare.magnetometer)
-            defer {
-                swap(&a, &spare.accelerometer)
-                swap(&g, &spare.gyroscope)
-                swap(&m, &spare.magnetometer)
-            }
-            overwrite(&a, count: count) { pa in
-                overwrite(&g, count: count) { pg in
-                    if let lm {
-                        overwrite(&m, count: count) { pass(la, lg, lm, time, start, step: step, count: count, into: pa, pg, $0) }
-                    } else {
-                        pass(la, lg, time, start, step: step, count: count, into: pa, pg)
-                    }
-                }
-            }
-        default:
-            return false  // no sensor, or a magnetometer with only one of the others
-        }
-        return true
-    }
-
-    /// One sensor's samples of `count` scans.
-    @inline(__always)
-    private static func pass<R, T: DecodedSample>(_ a: DirectReaders<R>, _ time: KernelTime, _ start: UnsafeRawPointer, step: Int,
-                                                  count: Int, into pa: UnsafeMutablePointer<T>) {
-        var scan = start
-        for i in 0..<count {
-            (pa + i).initialize(to: a.sample(scan, time: time.seconds(scan)))
-            scan += step
-        }
-    }
-
-    /// Two sensors' samples of `count` scans.
-    @inline(__always)
-    private static func pass<R, T: DecodedSample, U: DecodedSample>(
-        _ a: DirectReaders<R>, _ b: DirectReaders<R>, _ time: KernelTime, _ start: UnsafeRawPointer, step: Int, count: Int,
-        into pa: UnsafeMutablePointer<T>, _ pb: UnsafeMutablePointer<U>
-    ) {
-        var scan = start
-        for i in 0..<count {
-            let t = time.seconds(scan)
-            (pa + i).initialize(to: a.sample(scan, time: t))
-            (pb + i).initialize(to: b.sample(scan, time: t))
-            scan += step
-        }
-    }
-
-    /// Three sensors' samples of `count` scans.
-    @inline(__always)
-    private static func pass<R, T: DecodedSample, U: DecodedSample, V: DecodedSample>(
-        _ a: DirectReaders<R>, _ b: DirectReaders<R>, _ c: DirectReaders<R>, _ time: KernelTime, _ start: UnsafeRawPointer, step: Int, count: Int,
-        into pa: UnsafeMutablePointer<T>, _ pb: UnsafeMutablePointer<U>, _ pc: UnsafeMutablePointer<V>
-    ) {
-        var scan = start
-        for i in 0..<count {
-            let t = time.seconds(scan)
-            (pa + i).initialize(to: a.sample(scan, time: t))
-            (pb + i).initialize(to: b.sample(scan, time: t))
-            (pc + i).initialize(to: c.sample(scan, time: t))
-            scan += step
-        }
-    }
-}
-
-/// A ``ScanDecoder/DirectMap`` mapping without offsets, with its readers: output `i` is
-/// `factor.i · raw(axes.i) + 0` (the `+ 0` turns `−0` into `0`).
-struct DirectReaders<R: ElementReader> {
-    let x: R, y: R, z: R
-    let factor: (Double, Double, Double)
-
-    init(_ direct: ScanDecoder.DirectMap) {
-        (x, y, z) = (R(direct.axes.0), R(direct.axes.1), R(direct.axes.2))
-        factor = direct.factor
-    }
-
-    @inline(__always)
-    func sample<T: DecodedSample>(_ scan: UnsafeRawPointer, time: Double) -> T {
-        T(timestamp: time,
-          x: factor.0 * Double(x.value(scan)) + 0,
-          y: factor.1 * Double(y.value(scan)) + 0,
-          z: factor.2 * Double(z.value(scan)) + 0)
-    }
-}
-
-/// A scan's `le:s64` timestamp in seconds on `CLOCK_MONOTONIC`, as ``ScanDecoder/timestamps(_:step:count:dating:into:)`` has it.
-struct KernelTime {
-    let reader: LE64Reader
-    let clockOffset: Int64
-    @inline(__always) func seconds(_ scan: UnsafeRawPointer) -> Double {
-        Double(reader.value(scan) &- clockOffset) * 1e-9
-    }
-}
-
-// MARK: Element readers
-
-/// Reads one element of a scan; the capture picks one per refill so that the per-sample loop
-/// has no format switch.
-protocol ElementReader {
-    init(_ element: ScanDecoder.Element)
-    func value(_ scan: UnsafeRawPointer) -> Int64
-}
-
-/// Any format: ``ScanDecoder/Element/value(_:)``.
-struct GeneralReader: ElementReader {
-    let element: ScanDecoder.Element
-    init(_ element: ScanDecoder.Element) { self.element = element }
-    @inline(__always) func value(_ scan: UnsafeRawPointer) -> Int64 { element.value(scan) }
-}
-
-/// `le:s16/16>>0`.
-struct LE16Reader: ElementReader {
-    let offset: Int
-    init(_ element: ScanDecoder.Element) { offset = element.offset }
-    @inline(__always) func value(_ scan: UnsafeRawPointer) -> Int64 {
-        Int64(Int16(littleEndian: scan.loadUnaligned(fromByteOffset: offset, as: Int16.self)))
-    }
-}
-
-/// `le:s32/32>>0`.
-struct LE32Reader: ElementReader {
-    let offset: Int
-    init(_ element: ScanDecoder.Element) { offset = element.offset }
-    @inline(__always) func value(_ scan: UnsafeRawPointer) -> Int64 {
-        Int64(Int32(littleEndian: scan.loadUnaligned(fromByteOffset: offset, as: Int32.self)))
-    }
-}
-
-/// `le:s64/64>>0` (timestamps).
-struct LE64Reader: ElementReader {
-    let offset: Int
-    init(_ element: ScanDecoder.Element) { offset = element.offset }
-    @inline(__always) func value(_ scan: UnsafeRawPointer) -> Int64 {
-        Int64(littleEndian: scan.loadUnaligned(fromByteOffset: offset, as: Int64.self))
-    }
-}
-
-/// `be:s16/16>>0`.
-struct BE16Reader: ElementReader {
-    let offset: Int
-    init(_ element: ScanDecoder.Element) { offset = element.offset }
-    @inline(__always) func value(_ scan: UnsafeRawPointer) -> Int64 {
-        Int64(Int16(bigEndian: scan.loadUnaligned(fromByteOffset: offset, as: Int16.self)))
-    }
-}
-
-// MARK: Outputs
-
-/// A sample type the decoder writes straight into: a timestamp and a vector in public units.
-protocol DecodedSample {
-    init(timestamp: Double, x: Double, y: Double, z: Double)
-}
-
-/// A sample of no particular kind (the newest scan, before it becomes a ``CapturedSample``).
-struct PlainSample: DecodedSample {
-    var timestamp = 0.0, x = 0.0, y = 0.0, z = 0.0
-    init() {}
-    init(timestamp: Double, x: Double, y: Double, z: Double) {
-        self.timestamp = timestamp
-        self.x = x
-        self.y = y
-        self.z = z
-    }
-}
-
-extension AccelerometerData: DecodedSample {
-    @inline(__always)
-    init(timestamp: Double, x: Double, y: Double, z: Double) {
-        self.init(timestamp: timestamp, acceleration: Acceleration(x: x, y: y, z: z))
-    }
-}
-
-extension GyroData: DecodedSample {
-    @inline(__always)
-    init(timestamp: Double, x: Double, y: Double, z: Double) {
-        self.init(timestamp: timestamp, rotationRate: RotationRate(x: x, y: y, z: z))
-    }
-}
-
-extension MagnetometerData: DecodedSample {
-    @inline(__always)
-    init(timestamp: Double, x: Double, y: Double, z: Double) {
-        self.init(timestamp: timestamp, magneticField: MagneticField(x: x, y: y, z: z))
-    }
-}
-
-extension CapturedSample {
-    init(_ d: AccelerometerData) {
-        self.init(kind: .accelerometer, x: d.acceleration.x, y: d.acceleration.y, z: d.acceleration.z, timestamp: d.timestamp)
-    }
-
-    init(_ d: GyroData) {
-        self.init(kind: .gyroscope, x: d.rotationRate.x, y: d.rotationRate.y, z: d.rotationRate.z, timestamp: d.timestamp)
-    }
-
-    init(_ d: MagnetometerData) {
-        self.init(kind: .magnetometer, x: d.magneticField.x, y: d.magneticField.y, z: d.magneticField.z, timestamp: d.timestamp)
-    }
-
-    /// A sample read in the kernel's SI units (rotated), in public `units`: what polled captures
-    /// deliver, by the same ``Conversion`` as ``MotionManager/readAccelerometer()``.
-    init(kind: SensorKind, si v: (x: Double, y: Double, z: Double), timestamp: Double, units: MotionUnits) {
-        switch kind {
-        case .accelerometer:
-            let a = Conversion.acceleration(v, units: units)
-            self.init(kind: kind, x: a.x, y: a.y, z: a.z, timestamp: timestamp)
-        case .gyroscope:
-            let r = Conversion.rotationRate(v, units: units)
-            self.init(kind: kind, x: r.x, y: r.y, z: r.z, timestamp: timestamp)
-        case .magnetometer:
-            let m = Conversion.magneticField(v, units: units)
-            self.init(kind: kind, x: m.x, y: m.y, z: m.z, timestamp: timestamp)
-        }
-    }
-}
-
-/// What one refill (or one poll) hands to the hub: per sensor kind, how many samples the sensor
-/// made and the newest, and, when a consumer wants every sample, all of them; in public units.
-struct CaptureBatch: Sendable {
-    /// Per kind: how many samples, and the newest.
-    var counts = PerSensor(repeating: 0)
-    var newest = PerSensor<CapturedSample?>(repeating: nil)
-    /// Every sample (empty unless the capture serves a batched consumer).
-    var accelerometer: [AccelerometerData] = []
-    var gyroscope: [GyroData] = []
-    var magnetometer: [MagnetometerData] = []
-
-    var isEmpty: Bool { counts == PerSensor(repeating: 0) }
-
-    func count(_ kind: SensorKind) -> Int { counts[kind] }
-
-    func newest(_ kind: SensorKind) -> CapturedSample? { newest[kind] }
-
-    /// Counts `count` more samples of the sample's kind, the newest being `sample`.
-    mutating func record(_ sample: CapturedSample?, count: Int) {
-        guard let sample else { return }
-        newest[sample.kind] = sample
-        counts[sample.kind] += count
-    }
-
-    /// Adds one polled sample (and, when `everySample`, to its kind's array).
-    mutating func append(_ s: CapturedSample, everySample: Bool) {
-        record(s, count: 1)
-        guard everySample else { return }
-        switch s.kind {
-        case .accelerometer: accelerometer.append(AccelerometerData(timestamp: s.timestamp, x: s.x, y: s.y, z: s.z))
-        case .gyroscope: gyroscope.append(GyroData(timestamp: s.timestamp, x: s.x, y: s.y, z: s.z))
-        case .magnetometer: magnetometer.append(MagnetometerData(timestamp: s.timestamp, x: s.x, y: s.y, z: s.z))
         }
     }
 }

@@ -44,7 +44,7 @@ final class StreamHub: Sendable {
     }
 
     struct Latest: Sendable {
-        var samples = PerSensor<CapturedSample?>(repeating: nil)
+        var samples = PerSensor<Sample?>(repeating: nil)
     }
 
     /// A consumer of one sensor's samples.
@@ -53,7 +53,7 @@ final class StreamHub: Sendable {
             /// The newest sample, at most once per interval. A nil `queue` runs the handler on the
             /// capture thread itself, before its next refill (errors then go to the sensor's
             /// default handler queue).
-            case coalesced(@Sendable (CapturedSample?, MotionError?) -> Void, queue: DispatchQueue?)
+            case coalesced(@Sendable (Sample?, MotionError?) -> Void, queue: DispatchQueue?)
             /// Every sample, in batches: `make` turns a capture batch into the job that hands this
             /// kind's samples (decoded into the public type on the capture thread) to the
             /// handler; `fail` is the handler's error call. A nil `queue` runs the job on the
@@ -87,7 +87,7 @@ final class StreamHub: Sendable {
         /// When the next coalesced delivery is due, in sample time.
         var schedule = CoalescingSchedule()
         /// A coalesced consumer's one pending sample (a handler that falls behind gets the newest).
-        let mailbox = Mailbox<CapturedSample>()
+        let mailbox = Mailbox<Sample>()
     }
 
     /// What a batched consumer has been handed and not yet handled, in samples.

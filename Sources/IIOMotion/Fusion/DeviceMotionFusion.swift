@@ -81,7 +81,7 @@ struct DeviceMotionFusion: Sendable {
     static func coreMotionAcceleration(_ a: Acceleration, from units: MotionUnits) -> Acceleration {
         switch units {
         case .coreMotion: a
-        case .si: Acceleration(x: -a.x / standardGravity, y: -a.y / standardGravity, z: -a.z / standardGravity)
+        case .si: Conversion.acceleration((a.x, a.y, a.z), units: .coreMotion)
         }
     }
 

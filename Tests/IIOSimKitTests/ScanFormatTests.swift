@@ -1,8 +1,9 @@
 import Testing
 @testable import IIOSimKit
+import IIOScanFormat
 
 /// One expected parse: the text and every field, written out by hand.
-struct ScanTypeCase: Sendable, CustomTestStringConvertible {
+struct ScanFormatCase: Sendable, CustomTestStringConvertible {
     var text: String
     var isBigEndian: Bool
     var isSigned: Bool
@@ -27,63 +28,63 @@ struct ScanTypeCase: Sendable, CustomTestStringConvertible {
     }
 }
 
-@Suite("ScanType parsing and printing", .timeLimit(.minutes(3)))
-struct ScanTypeParsingTests {
-    static let valid: [ScanTypeCase] = [
-        ScanTypeCase("le:s16/16>>0", be: false, signed: true, 16, 16),
-        ScanTypeCase("be:s16/16>>0", be: true, signed: true, 16, 16),
-        ScanTypeCase("le:u16/16>>0", be: false, signed: false, 16, 16),
-        ScanTypeCase("be:u12/16>>4", be: true, signed: false, 12, 16, shift: 4),
-        ScanTypeCase("le:u12/16>>4", be: false, signed: false, 12, 16, shift: 4),
-        ScanTypeCase("le:s12/16>>0", be: false, signed: true, 12, 16),
-        ScanTypeCase("le:s16/32>>0", be: false, signed: true, 16, 32),
-        ScanTypeCase("le:s24/32>>8", be: false, signed: true, 24, 32, shift: 8),
-        ScanTypeCase("be:s32/32>>0", be: true, signed: true, 32, 32),
-        ScanTypeCase("le:s64/64>>0", be: false, signed: true, 64, 64),
-        ScanTypeCase("be:u64/64>>0", be: true, signed: false, 64, 64),
-        ScanTypeCase("le:u8/8>>0", be: false, signed: false, 8, 8),
-        ScanTypeCase("le:s4/8>>4", be: false, signed: true, 4, 8, shift: 4),
-        ScanTypeCase("le:s1/8>>7", be: false, signed: true, 1, 8, shift: 7),
-        ScanTypeCase("le:s16/16X4>>0", be: false, signed: true, 16, 16, repeat: 4),
-        ScanTypeCase("le:s16/32X4>>0", be: false, signed: true, 16, 32, repeat: 4),
-        ScanTypeCase("be:u10/16X3>>6", be: true, signed: false, 10, 16, repeat: 3, shift: 6),
+@Suite("ScanFormat parsing and printing", .timeLimit(.minutes(3)))
+struct ScanFormatParsingTests {
+    static let valid: [ScanFormatCase] = [
+        ScanFormatCase("le:s16/16>>0", be: false, signed: true, 16, 16),
+        ScanFormatCase("be:s16/16>>0", be: true, signed: true, 16, 16),
+        ScanFormatCase("le:u16/16>>0", be: false, signed: false, 16, 16),
+        ScanFormatCase("be:u12/16>>4", be: true, signed: false, 12, 16, shift: 4),
+        ScanFormatCase("le:u12/16>>4", be: false, signed: false, 12, 16, shift: 4),
+        ScanFormatCase("le:s12/16>>0", be: false, signed: true, 12, 16),
+        ScanFormatCase("le:s16/32>>0", be: false, signed: true, 16, 32),
+        ScanFormatCase("le:s24/32>>8", be: false, signed: true, 24, 32, shift: 8),
+        ScanFormatCase("be:s32/32>>0", be: true, signed: true, 32, 32),
+        ScanFormatCase("le:s64/64>>0", be: false, signed: true, 64, 64),
+        ScanFormatCase("be:u64/64>>0", be: true, signed: false, 64, 64),
+        ScanFormatCase("le:u8/8>>0", be: false, signed: false, 8, 8),
+        ScanFormatCase("le:s4/8>>4", be: false, signed: true, 4, 8, shift: 4),
+        ScanFormatCase("le:s1/8>>7", be: false, signed: true, 1, 8, shift: 7),
+        ScanFormatCase("le:s16/16X4>>0", be: false, signed: true, 16, 16, repeat: 4),
+        ScanFormatCase("le:s16/32X4>>0", be: false, signed: true, 16, 32, repeat: 4),
+        ScanFormatCase("be:u10/16X3>>6", be: true, signed: false, 10, 16, repeat: 3, shift: 6),
         // `iio_info` prints the sign in upper case; the kernel never does.
-        ScanTypeCase("le:S16/32>>0", be: false, signed: true, 16, 32, kernel: "le:s16/32>>0"),
-        ScanTypeCase("be:U10/16>>6", be: true, signed: false, 10, 16, shift: 6, kernel: "be:u10/16>>6"),
+        ScanFormatCase("le:S16/32>>0", be: false, signed: true, 16, 32, kernel: "le:s16/32>>0"),
+        ScanFormatCase("be:U10/16>>6", be: true, signed: false, 10, 16, shift: 6, kernel: "be:u10/16>>6"),
         // What a read of the sysfs file returns, and what libiio's buffers may carry.
-        ScanTypeCase("le:s16/16>>0\n", be: false, signed: true, 16, 16, kernel: "le:s16/16>>0"),
-        ScanTypeCase("le:s16/16>>0\0", be: false, signed: true, 16, 16, kernel: "le:s16/16>>0"),
-        ScanTypeCase("be:u12/16>>4\n\0", be: true, signed: false, 12, 16, shift: 4, kernel: "be:u12/16>>4"),
+        ScanFormatCase("le:s16/16>>0\n", be: false, signed: true, 16, 16, kernel: "le:s16/16>>0"),
+        ScanFormatCase("le:s16/16>>0\0", be: false, signed: true, 16, 16, kernel: "le:s16/16>>0"),
+        ScanFormatCase("be:u12/16>>4\n\0", be: true, signed: false, 12, 16, shift: 4, kernel: "be:u12/16>>4"),
         // sysfs-bus-iio writes the shift as optional: `…[Xrepeat][>>shift]`.
-        ScanTypeCase("le:s16/16", be: false, signed: true, 16, 16, kernel: "le:s16/16>>0"),
-        ScanTypeCase("le:s16/16X2", be: false, signed: true, 16, 16, repeat: 2, kernel: "le:s16/16X2>>0"),
+        ScanFormatCase("le:s16/16", be: false, signed: true, 16, 16, kernel: "le:s16/16>>0"),
+        ScanFormatCase("le:s16/16X2", be: false, signed: true, 16, 16, repeat: 2, kernel: "le:s16/16X2>>0"),
     ]
 
     @Test("Every form parses into the right fields", arguments: valid)
-    func parses(c: ScanTypeCase) throws {
-        let t = try ScanType(parsing: c.text)
+    func parses(c: ScanFormatCase) throws {
+        let t = try ScanFormat(parsing: c.text)
         #expect(t.isBigEndian == c.isBigEndian)
         #expect(t.isSigned == c.isSigned)
-        #expect(t.bits == c.bits)
+        #expect(t.realBits == c.bits)
         #expect(t.storageBits == c.storageBits)
-        #expect(t.repeatCount == c.repeatCount)
+        #expect(t.repeat == c.repeatCount)
         #expect(t.shift == c.shift)
-        #expect(t == ScanType(isBigEndian: c.isBigEndian, isSigned: c.isSigned, bits: c.bits,
-                              storageBits: c.storageBits, repeatCount: c.repeatCount, shift: c.shift))
+        #expect(t == ScanFormat(isBigEndian: c.isBigEndian, isSigned: c.isSigned, realBits: c.bits,
+                                storageBits: c.storageBits, repeat: c.repeatCount, shift: c.shift))
     }
 
     @Test("description is the kernel's %s:%c%d/%d>>%u (or …X%d>>%u) and parses back", arguments: valid)
-    func roundTrips(c: ScanTypeCase) throws {
-        let t = try ScanType(parsing: c.text)
+    func roundTrips(c: ScanFormatCase) throws {
+        let t = try ScanFormat(parsing: c.text)
         #expect(t.description == c.kernelText)
-        #expect(try ScanType(parsing: t.description) == t)
+        #expect(try ScanFormat(parsing: t.description) == t)
     }
 
     @Test("A repeat of 1 is printed without X, as the kernel does")
     func repeatOfOneHasNoX() {
-        let t = ScanType(isBigEndian: false, isSigned: true, bits: 16, storageBits: 16, repeatCount: 1)
+        let t = ScanFormat(isBigEndian: false, isSigned: true, realBits: 16, storageBits: 16, repeat: 1)
         #expect(t.description == "le:s16/16>>0")
-        let r = ScanType(isBigEndian: true, isSigned: false, bits: 12, storageBits: 16, repeatCount: 2, shift: 4)
+        let r = ScanFormat(isBigEndian: true, isSigned: false, realBits: 12, storageBits: 16, repeat: 2, shift: 4)
         #expect(r.description == "be:u12/16X2>>4")
     }
 
@@ -104,19 +105,19 @@ struct ScanTypeParsingTests {
 
     @Test("Malformed or inconsistent types throw ParseError", arguments: invalid)
     func rejects(text: String) {
-        #expect(throws: ScanType.ParseError.self) { try ScanType(parsing: text) }
+        #expect(throws: ScanFormat.ParseError.self) { try ScanFormat(parsing: text) }
     }
 
     @Test("ParseError names the text and the reason")
     func errorMessage() throws {
-        let e = try thrownError(ScanType.ParseError.self) { try ScanType(parsing: "le:s16/24>>0\n") }
+        let e = try thrownError(ScanFormat.ParseError.self) { try ScanFormat(parsing: "le:s16/24>>0\n") }
         #expect(e.text == "le:s16/24>>0")
         #expect(e.reason == "storage bits must be 8, 16, 32 or 64")
         #expect(e.description == "invalid scan type \"le:s16/24>>0\": storage bits must be 8, 16, 32 or 64")
 
-        let b = try thrownError(ScanType.ParseError.self) { try ScanType(parsing: "BE:s16/16>>0") }
+        let b = try thrownError(ScanFormat.ParseError.self) { try ScanFormat(parsing: "BE:s16/16>>0") }
         #expect(b.reason == "endianness must be le or be")
-        let s = try thrownError(ScanType.ParseError.self) { try ScanType(parsing: "le:u12/16>>5") }
+        let s = try thrownError(ScanFormat.ParseError.self) { try ScanFormat(parsing: "le:u12/16>>5") }
         #expect(s.reason == "bits + shift exceed storage bits")
     }
 
@@ -126,7 +127,7 @@ struct ScanTypeParsingTests {
         ("le:u8/8X3>>0", 3),
     ])
     func byteCount(text: String, bytes: Int) throws {
-        #expect(try ScanType(parsing: text).byteCount == bytes)
+        #expect(try ScanFormat(parsing: text).byteCount == bytes)
     }
 
     @Test("valueRange is what `bits` can hold", arguments: [
@@ -147,7 +148,7 @@ struct ScanTypeParsingTests {
         ("le:s63/64>>0", -4_611_686_018_427_387_904, 4_611_686_018_427_387_903),  // ±2^62
     ])
     func valueRange(text: String, low: Int64, high: Int64) throws {
-        let t = try ScanType(parsing: text)
+        let t = try ScanFormat(parsing: text)
         #expect(t.valueRange == low...high)
     }
 }
