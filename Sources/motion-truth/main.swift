@@ -87,9 +87,12 @@ if commandLine.count >= 5, commandLine[1] == "--render" {
 
 // `motion-truth --offline RECORD OUT [arbitrary|corrected|north]`: the filter re-run on a record's
 // samples (no simulator); OUT is RECORD with this build's estimates. `motion-truth --cost RECORD
-// [REPEATS]`: nanoseconds per filter update on the record's samples, 6-axis and (when the record
-// has a magnetometer) 9-axis, and per gyroscope sample for the whole of device motion (wall time,
-// and in the sample thread's CPU time, 9-axis also in the process's), as JSON.
+// [REPEATS] [fusion9]`: nanoseconds per filter update on the record's samples, 6-axis and (when
+// the record has a magnetometer) 9-axis (the filter learning its own calibration in place, and the
+// filter applying a fixed one as device motion's does), per magnetometer sample for the
+// calibrator's learning alone, and per gyroscope sample for the whole of device motion (wall time,
+// and in the sample thread's CPU time, 9-axis also in the process's), as JSON; with `fusion9`,
+// the whole 9-axis path alone (for a profiler).
 if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "--cost" {
     guard let data = FileManager.default.contents(atPath: commandLine[2]) else { fail("cannot read \(commandLine[2])") }
     var samples: [FusionEntryPoints.Sample] = []
@@ -122,9 +125,19 @@ if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "-
             }
         }
         let repeats = commandLine.count > 3 ? Int(commandLine[3]) ?? 20 : 20
+        if commandLine.count > 4, commandLine[4] == "fusion9" {
+            let whole9 = FusionEntryPoints.fusionCost(samples, frame: .xMagneticNorthZVertical, repeats: repeats, clock: monotonicSeconds)
+            emit([("fusionNs9", "\(whole9.nanoseconds)"), ("checksum", "\(whole9.checksum)")])
+            exit(0)
+        }
         let six = FusionEntryPoints.cost(times: times, gyro: gyro, accel: accel, field: nil, repeats: repeats, clock: monotonicSeconds)
         let hasField = samples.contains { $0.sensor == 2 }
         let nine = hasField ? FusionEntryPoints.cost(times: times, gyro: gyro, accel: accel, field: field, repeats: repeats, clock: monotonicSeconds) : nil
+        // The 9-axis path's parts alone: the filter applying a fixed calibration (as in device
+        // motion), and the calibrator learning one (per magnetometer sample).
+        let applied9 = hasField ? FusionEntryPoints.appliedFilterCost(samples, times: times, gyro: gyro, accel: accel, field: field,
+                                                                      repeats: repeats, clock: monotonicSeconds) : nil
+        let calibrator = hasField ? FusionEntryPoints.calibratorCost(samples, repeats: repeats, clock: monotonicSeconds) : nil
         // The whole of device motion (aligner, merge, calibration feed, filter): per gyroscope
         // sample, and the longest single call (a calibration refit runs inside one).
         let whole6 = FusionEntryPoints.fusionCost(samples, frame: .xArbitraryZVertical, repeats: max(1, repeats / 4), clock: monotonicSeconds)
@@ -140,11 +153,13 @@ if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "-
         let process9 = hasField ? FusionEntryPoints.fusionCost(samples, frame: .xMagneticNorthZVertical, repeats: max(1, repeats / 4),
                                                                clock: { cpu(CLOCK_PROCESS_CPUTIME_ID) }) : nil
         emit([("updates", "\(times.count)"), ("ns6", "\(six.nanoseconds)"), ("ns9", "\(nine?.nanoseconds ?? -1)"),
+              ("filterNs9", "\(applied9?.nanoseconds ?? -1)"), ("calibratorAddNs", "\(calibrator?.nanoseconds ?? -1)"),
+              ("calibratorRefits", "\(calibrator?.refits ?? -1)"),
               ("fusionNs6", "\(whole6.nanoseconds)"), ("fusionNs9", "\(whole9?.nanoseconds ?? -1)"),
               ("longestCallNs6", "\(whole6.longestCall)"), ("longestCallNs9", "\(whole9?.longestCall ?? -1)"),
               ("fusionThreadCpuNs6", "\(thread6.nanoseconds)"), ("fusionThreadCpuNs9", "\(thread9?.nanoseconds ?? -1)"), ("longestCallThreadCpuNs9", "\(thread9?.longestCall ?? -1)"),
               ("fusionProcessCpuNs9", "\(process9?.nanoseconds ?? -1)"),
-              ("checksum", "\(six.checksum + (nine?.checksum ?? 0) + whole6.checksum + (whole9?.checksum ?? 0))")])
+              ("checksum", "\(six.checksum + (nine?.checksum ?? 0) + whole6.checksum + (whole9?.checksum ?? 0) + (applied9?.checksum ?? 0) + (calibrator?.checksum ?? 0))")])
         exit(0)
     }
     guard commandLine.count >= 4 else { fail("motion-truth --offline RECORD OUT [frame]") }
