@@ -181,6 +181,8 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     /// of `recentCount` entries from `recentStart`, oldest first, allocated on the first pair.
     private var recentFields: [Vector3] = []
     private var recentTurns: [Quaternion] = []
+    /// Each recent attitude's squared norm.
+    private var recentNorms: [Double] = []
     private var recentStart = 0
     private var recentCount = 0
     /// The centre (scaled) the samples are binned around.
@@ -332,30 +334,48 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         if recentFields.count != span {
             recentFields = [Vector3](repeating: .zero, count: span)
             recentTurns = [Quaternion](repeating: .identity, count: span)
+            recentNorms = [Double](repeating: 1, count: span)
             recentStart = 0
             recentCount = 0
         }
+        let turnNorm = turn.x * turn.x + turn.y * turn.y + turn.z * turn.z + turn.w * turn.w
         defer {
+            let slot: Int
             if recentCount == span {
-                recentFields[recentStart] = p
-                recentTurns[recentStart] = turn
+                slot = recentStart
                 recentStart = recentStart + 1 == span ? 0 : recentStart + 1
             } else {
-                let slot = (recentStart + recentCount) % span
-                recentFields[slot] = p
-                recentTurns[slot] = turn
+                slot = (recentStart + recentCount) % span
                 recentCount += 1
             }
+            recentFields[slot] = p
+            recentTurns[slot] = turn
+            recentNorms[slot] = turnNorm
         }
         // Turned at least the angle: |w| of the turn at most cos(angle / 2) of its norm.
         let limit = cos(minimumPairAngle / 2)
         var found: (slot: Int, turn: Quaternion)?
-        var i = recentCount
-        while i > 0 {
-            i -= 1
-            let slot = (recentStart + i) % span
-            let d = recentTurns[slot].conjugate.multiplied(by: turn)
-            if abs(d.w) <= limit * d.norm { found = (slot, d); break }
+        // The turn's w alone first (the product's w, computed as ``Quaternion/multiplied(by:)``
+        // does), against its norm from the factors' (a product's norm is theirs): only a turn
+        // within 10⁻⁹ of the limit is multiplied out to decide, so the pair found is the one the
+        // full products would find.
+        let screen = limit * limit * turnNorm
+        let screenable = screen.isNormal && turnNorm.isFinite
+        var slot = recentCount == 0 ? 0 : (recentStart + recentCount - 1) % span
+        for _ in 0..<recentCount {
+            let r = recentTurns[slot].conjugate
+            let w = r.w * turn.w - r.x * turn.x - r.y * turn.y - r.z * turn.z
+            let bound = screen * recentNorms[slot]
+            if screenable, bound.isNormal, w * w > bound * (1 + 1e-9) {
+                // Clearly not turned enough.
+            } else if screenable, bound.isNormal, w * w < bound * (1 - 1e-9) {
+                found = (slot, r.multiplied(by: turn))
+                break
+            } else {
+                let d = r.multiplied(by: turn)
+                if abs(d.w) <= limit * d.norm { found = (slot, d); break }
+            }
+            slot = slot == 0 ? span - 1 : slot - 1
         }
         // d takes device i's axes to device j's: a fixed vector seen at j is dᵀ of it seen at i.
         guard let (k, d) = found else { return }
