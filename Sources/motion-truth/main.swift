@@ -156,6 +156,12 @@ if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "-
                                                               clock: { cpu(CLOCK_THREAD_CPUTIME_ID) }, callClock: wallClock) : nil
         let process9 = hasField ? FusionEntryPoints.fusionCost(samples, frame: .xMagneticNorthZVertical, repeats: max(1, repeats / 4),
                                                                clock: { cpu(CLOCK_PROCESS_CPUTIME_ID) }, callClock: wallClock) : nil
+        // Summed one term at a time (one long expression of optionals is slow to type-check).
+        var checksum = six.checksum + whole6.checksum
+        checksum += nine?.checksum ?? 0
+        checksum += whole9?.checksum ?? 0
+        checksum += applied9?.checksum ?? 0
+        checksum += calibrator?.checksum ?? 0
         emit([("updates", "\(times.count)"), ("ns6", "\(six.nanoseconds)"), ("ns9", "\(nine?.nanoseconds ?? -1)"),
               ("filterNs9", "\(applied9?.nanoseconds ?? -1)"), ("calibratorAddNs", "\(calibrator?.nanoseconds ?? -1)"),
               ("calibratorRefits", "\(calibrator?.refits ?? -1)"),
@@ -163,7 +169,7 @@ if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "-
               ("longestCallNs6", "\(whole6.longestCall)"), ("longestCallNs9", "\(whole9?.longestCall ?? -1)"),
               ("fusionThreadCpuNs6", "\(thread6.nanoseconds)"), ("fusionThreadCpuNs9", "\(thread9?.nanoseconds ?? -1)"),
               ("fusionProcessCpuNs9", "\(process9?.nanoseconds ?? -1)"),
-              ("checksum", "\(six.checksum + (nine?.checksum ?? 0) + whole6.checksum + (whole9?.checksum ?? 0) + (applied9?.checksum ?? 0) + (calibrator?.checksum ?? 0))")])
+              ("checksum", "\(checksum)")])
         exit(0)
     }
     guard commandLine.count >= 4 else { fail("motion-truth --offline RECORD OUT [frame]") }
