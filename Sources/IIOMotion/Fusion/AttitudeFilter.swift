@@ -171,21 +171,22 @@ package struct AttitudeFilter: Sendable {
             // The filter alone learns its own calibration; in ``DeviceMotionFusion`` it holds the
             // feed's `applying` copy, which takes nothing here.
             magnetometerCalibration.add(m)
-            let cal = magnetometerCalibration
-            if cal.isCalibrated {
-                let calibrated = cal.calibrated(m)
+            if magnetometerCalibration.isCalibrated {
+                // The fit's parts, not a copy of the calibrator (a large value holding its samples' arrays).
+                let offset = magnetometerCalibration.offset, softIron = magnetometerCalibration.softIron
+                let calibrated = softIron * (m - offset)
                 if let applied = appliedCalibration {
-                    if applied.offset != cal.offset || applied.softIron != cal.softIron {
+                    if applied.offset != offset || applied.softIron != softIron {
                         // A refined fit: the field's reference moves with it, so that the change
                         // is not taken for a disturbance.
                         moveReference(from: applied.softIron * (m - applied.offset), to: calibrated)
-                        appliedCalibration = (cal.offset, cal.softIron)
+                        appliedCalibration = (offset, softIron)
                     }
                 } else {
                     // The first fit: the field's reference is learned again from the calibrated
                     // field (provisionally, as at the start); the heading moves to it at the
                     // heading correction's pace, not at once: a first fit is rough.
-                    appliedCalibration = (cal.offset, cal.softIron)
+                    appliedCalibration = (offset, softIron)
                     reference = nil
                     provisional = false
                     candidateTime = 0

@@ -38,12 +38,9 @@ struct DeviceMotionFusion: Sendable {
     private(set) var filter: AttitudeFilter
     /// The calibration being learned and the magnetometer samples waiting for an estimate.
     private var feed = CalibrationFeed()
-    /// What ``feed`` holds while it is out being fed (shared, never changed).
-    private static let idleFeed = CalibrationFeed()
     /// For a frame that uses the magnetometer: the gyroscope's pairs and the field samples
     /// waiting to be merged in timestamp order (see ``TimestampMerge``).
     private var merge: TimestampMerge
-    private static let idleMerge = TimestampMerge(holds: false)
 
     /// - Parameters:
     ///   - referenceFrame: the frame attitudes are given in; one that needs a magnetometer
@@ -93,16 +90,8 @@ struct DeviceMotionFusion: Sendable {
         let converted = AccelerometerData(
             timestamp: sample.timestamp,
             acceleration: Self.coreMotionAcceleration(sample.acceleration, from: units))
-        var filter = self.filter
-        var feed = self.feed, merge = self.merge
-        self.feed = Self.idleFeed  // `feed` and `merge` alone hold the samples: no copy when they change
-        self.merge = Self.idleMerge
-        aligner.add(accelerometer: converted) { pair in
-            Self.merged(pair, merge: &merge, filter: &filter, feed: &feed, emit: emit)
-        }
-        self.filter = filter
-        self.feed = feed
-        self.merge = merge
+        aligner.add(accelerometer: converted)
+        while let pair = aligner.nextPair() { merged(pair, emit: emit) }
     }
 
     /// Adds a gyroscope sample.
@@ -110,22 +99,13 @@ struct DeviceMotionFusion: Sendable {
     ///   - sample: rad/s (the same in both units).
     ///   - emit: receives the estimates completed.
     mutating func add(gyro sample: GyroData, emit: (DeviceMotion) -> Void) {
-        var filter = self.filter
-        var feed = self.feed, merge = self.merge
-        self.feed = Self.idleFeed  // `feed` and `merge` alone hold the samples: no copy when they change
-        self.merge = Self.idleMerge
-        aligner.add(gyro: sample) { pair in
-            Self.merged(pair, merge: &merge, filter: &filter, feed: &feed, emit: emit)
-        }
-        self.filter = filter
-        self.feed = feed
-        self.merge = merge
+        aligner.add(gyro: sample)
+        while let pair = aligner.nextPair() { merged(pair, emit: emit) }
     }
 
     /// One pair through the filter: the magnetometer samples the gyroscope has reached first,
     /// then the estimate, noted by the calibration feed and handed to `emit`.
-    private static func fuse(_ pair: SampleAligner.Pair, filter: inout AttitudeFilter, feed: inout CalibrationFeed,
-                             emit: (DeviceMotion) -> Void) {
+    private mutating func fuse(_ pair: SampleAligner.Pair, emit: (DeviceMotion) -> Void) {
         while let f = feed.takeUpcoming(upTo: pair.timestamp) { filter.update(magnetometerAt: f.timestamp, field: f.magneticField) }
         if let m = filter.update(timestamp: pair.timestamp, rotationRate: pair.rotationRate, acceleration: pair.acceleration) {
             if feed.estimated(m, biasCovariance: filter.biasCovariance) { filter.magnetometerCalibration = feed.learner.applying }
@@ -147,21 +127,14 @@ struct DeviceMotionFusion: Sendable {
     /// or ``flush(emit:)``.
     mutating func add(magnetometer sample: MagnetometerData, emit: (DeviceMotion) -> Void) {
         guard queueField(sample) else { return }
-        var filter = self.filter
-        var feed = self.feed, merge = self.merge
-        self.feed = Self.idleFeed  // `feed` and `merge` alone hold the samples: no copy when they change
-        self.merge = Self.idleMerge
-        Self.release(merge: &merge, filter: &filter, feed: &feed, emit: emit)
-        self.filter = filter
-        self.feed = feed
-        self.merge = merge
+        release(emit: emit)
     }
 
     /// The sample to the filter now, or queued for the merge (true: pairs may be released).
     @discardableResult
     private mutating func queueField(_ sample: MagnetometerData) -> Bool {
         guard merge.holds else {
-            Self.applyField(sample, filter: &filter, feed: &feed)
+            applyField(sample)
             return false
         }
         guard sample.timestamp.isFinite, sample.timestamp > merge.fieldHorizon else { return false }
@@ -169,14 +142,14 @@ struct DeviceMotionFusion: Sendable {
         if merge.fields.isFull, let f = merge.fields.first {
             // The field far ahead of the gyroscope: its oldest sample goes now.
             merge.fields.removeFirst()
-            Self.applyField(f, filter: &filter, feed: &feed)
+            applyField(f)
         }
         merge.fields.append(sample)
         return true
     }
 
     /// A field sample to the filter and the calibration.
-    private static func applyField(_ sample: MagnetometerData, filter: inout AttitudeFilter, feed: inout CalibrationFeed) {
+    private mutating func applyField(_ sample: MagnetometerData) {
         // A sample newer than the last estimate waits for the gyroscope to reach its time; one
         // older (a pair released without waiting for it) is turned with the device from its time
         // to the estimate's. Either way the filter compares it with the attitude of one time.
@@ -192,61 +165,50 @@ struct DeviceMotionFusion: Sendable {
 
     /// A pair from the aligner: straight to the filter, or held until the field samples up to its
     /// time have arrived.
-    private static func merged(_ pair: SampleAligner.Pair, merge: inout TimestampMerge, filter: inout AttitudeFilter,
-                               feed: inout CalibrationFeed, emit: (DeviceMotion) -> Void) {
+    private mutating func merged(_ pair: SampleAligner.Pair, emit: (DeviceMotion) -> Void) {
         guard merge.holds else {
-            fuse(pair, filter: &filter, feed: &feed, emit: emit)
+            fuse(pair, emit: emit)
             return
         }
         if merge.pairs.isFull, let p = merge.pairs.first {
             // Held too long (no field sample for TimestampMerge.pairLimit pairs): it goes now.
             merge.pairs.removeFirst()
-            fieldsUpTo(p.timestamp, merge: &merge, filter: &filter, feed: &feed)
-            fuse(p, filter: &filter, feed: &feed, emit: emit)
+            fieldsUpTo(p.timestamp)
+            fuse(p, emit: emit)
         }
         merge.pairs.append(pair)
         merge.pairHorizon = max(merge.pairHorizon, pair.timestamp)
-        release(merge: &merge, filter: &filter, feed: &feed, emit: emit)
+        release(emit: emit)
     }
 
     /// The held pairs whose time the field samples have reached (or that waited longer than
     /// ``TimestampMerge/maximumHold`` of the gyroscope's time), each after the field samples up to it.
-    private static func release(merge: inout TimestampMerge, filter: inout AttitudeFilter, feed: inout CalibrationFeed,
-                                emit: (DeviceMotion) -> Void) {
+    private mutating func release(emit: (DeviceMotion) -> Void) {
         while let p = merge.pairs.first,
               p.timestamp <= merge.fieldHorizon || merge.pairHorizon - p.timestamp > TimestampMerge.maximumHold {
             merge.pairs.removeFirst()
-            fieldsUpTo(p.timestamp, merge: &merge, filter: &filter, feed: &feed)
-            fuse(p, filter: &filter, feed: &feed, emit: emit)
+            fieldsUpTo(p.timestamp)
+            fuse(p, emit: emit)
         }
     }
 
-    private static func fieldsUpTo(_ time: Double, merge: inout TimestampMerge, filter: inout AttitudeFilter, feed: inout CalibrationFeed) {
+    private mutating func fieldsUpTo(_ time: Double) {
         while let f = merge.fields.first, f.timestamp <= time {
             merge.fields.removeFirst()
-            applyField(f, filter: &filter, feed: &feed)
+            applyField(f)
         }
     }
 
     /// Sends out the gyroscope samples still waiting for acceleration (when updates stop).
     /// - Parameter emit: receives the estimates completed.
     mutating func flush(emit: (DeviceMotion) -> Void) {
-        var filter = self.filter
-        var feed = self.feed, merge = self.merge
-        self.feed = Self.idleFeed  // `feed` and `merge` alone hold the samples: no copy when they change
-        self.merge = Self.idleMerge
-        aligner.flush { pair in
-            Self.merged(pair, merge: &merge, filter: &filter, feed: &feed, emit: emit)
-        }
+        while let pair = aligner.nextPair(flushing: true) { merged(pair, emit: emit) }
         // Every pair still held goes now, each after the field samples up to its time.
         while let p = merge.pairs.first {
             merge.pairs.removeFirst()
-            Self.fieldsUpTo(p.timestamp, merge: &merge, filter: &filter, feed: &feed)
-            Self.fuse(p, filter: &filter, feed: &feed, emit: emit)
+            fieldsUpTo(p.timestamp)
+            fuse(p, emit: emit)
         }
-        self.filter = filter
-        self.feed = feed
-        self.merge = merge
     }
 }
 

@@ -86,12 +86,111 @@ package enum FusionEntryPoints {
         return (best, checksum)
     }
 
+    /// The attitude filter's own 9-axis update, as ``DeviceMotionFusion`` runs it: applying a
+    /// fixed calibration (what device motion learned over `samples`), learning none. Pairs and
+    /// fields as for ``cost(times:gyro:accel:field:repeats:clock:)``: nanoseconds per update (per
+    /// gyroscope sample, the magnetometer's updates included), the best of `repeats` runs.
+    package static func appliedFilterCost(_ samples: [Sample], times: [Double], gyro: [SIMD3<Double>], accel: [SIMD3<Double>],
+                                          field: [SIMD3<Double>?], repeats: Int,
+                                          clock: () -> Double) -> (nanoseconds: Double, checksum: Double) {
+        var best = Double.infinity
+        var checksum = 0.0
+        let calibration = learnedCalibration(samples)
+        for _ in 0..<max(1, repeats) {
+            var filter = AttitudeFilter(referenceFrame: .xMagneticNorthZVertical)
+            filter.magnetometerCalibration = calibration
+            let start = clock()
+            for i in times.indices {
+                if let f = field[i] {
+                    filter.update(magnetometerAt: times[i], field: MagneticField(x: f.x, y: f.y, z: f.z))
+                }
+                let g = gyro[i], a = accel[i]
+                if let m = filter.update(timestamp: times[i], rotationRate: RotationRate(x: g.x, y: g.y, z: g.z),
+                                         acceleration: Acceleration(x: a.x, y: a.y, z: a.z)) {
+                    checksum += m.attitude.quaternion.w
+                }
+            }
+            best = min(best, (clock() - start) / Double(max(times.count, 1)) * 1e9)
+        }
+        return (best, checksum)
+    }
+
+    /// The calibration device motion (9-axis) has learned at the end of `samples`, as its filter applies it.
+    private static func learnedCalibration(_ samples: [Sample]) -> MagnetometerCalibrator {
+        var fusion = DeviceMotionFusion(referenceFrame: .xMagneticNorthZVertical, units: .coreMotion)
+        for s in samples {
+            switch s.sensor {
+            case 0: fusion.add(accelerometer: AccelerometerData(timestamp: s.timestamp, acceleration: Acceleration(x: s.x, y: s.y, z: s.z))) { _ in }
+            case 1: fusion.add(gyro: GyroData(timestamp: s.timestamp, rotationRate: RotationRate(x: s.x, y: s.y, z: s.z))) { _ in }
+            default: fusion.add(magnetometer: MagnetometerData(timestamp: s.timestamp, magneticField: MagneticField(x: s.x, y: s.y, z: s.z))) { _ in }
+            }
+        }
+        fusion.flush { _ in }
+        return fusion.magnetometerCalibration
+    }
+
+    /// The magnetometer calibrator's ``MagnetometerCalibrator/add(_:gravity:turn:turnRateCovariance:)``
+    /// alone, as device motion feeds it: each magnetometer sample of `samples` with gravity (the
+    /// newest accelerometer sample's direction) and the gyroscope's attitude at its time
+    /// (the rates integrated), the turns' bias covariance `(0.05 °/s)²`. Its refits run as
+    /// device motion runs them, off the sample path: the clock stops while one is fitted, and
+    /// runs while its result is adopted (``MagnetometerCalibrator/adopt(_:)``, on the sample
+    /// path). Nanoseconds per magnetometer sample, the best of `repeats` runs, and the refits.
+    package static func calibratorCost(_ samples: [Sample], repeats: Int,
+                                       clock: () -> Double) -> (nanoseconds: Double, refits: Int, checksum: Double) {
+        // The inputs first, so that the clock sees the calibrator alone.
+        var inputs: [(timestamp: Double, field: Vector3, gravity: Vector3, turn: Quaternion)] = []
+        var turn = Quaternion.identity, lastGyro: Double?, gravity = Vector3(0, 0, -1)
+        for s in samples {
+            switch s.sensor {
+            case 0: gravity = Vector3(s.x, s.y, s.z)
+            case 1:
+                if let t = lastGyro {
+                    let v = (s.timestamp - t) * Vector3(s.x, s.y, s.z)
+                    let angle = v.length
+                    if angle > 0 { turn = turn.multiplied(by: Quaternion(axis: (1 / angle) * v, angle: angle)).normalized }
+                }
+                lastGyro = s.timestamp
+            default: inputs.append((s.timestamp, Vector3(s.x, s.y, s.z), gravity, turn))
+            }
+        }
+        // A refit every ``CalibrationFeed/refitPeriod`` of the magnetometer's time, as the feed sets it.
+        let interval = inputs.count > 1 ? (inputs[inputs.count - 1].timestamp - inputs[0].timestamp) / Double(inputs.count - 1) : 1
+        let refitEvery = max(40, Int(CalibrationFeed.refitPeriod / max(interval, 1e-4)))
+        let deviation = 0.05 * Double.pi / 180
+        let covariance = Matrix3.diagonal(deviation * deviation)
+        var best = Double.infinity, refits = 0, checksum = 0.0
+        for _ in 0..<max(1, repeats) {
+            var calibrator = MagnetometerCalibrator()
+            calibrator.fitsInPlace = false
+            calibrator.refitEvery = refitEvery
+            var elapsed = 0.0, n = 0
+            var start = clock()
+            for input in inputs {
+                calibrator.add(input.field, gravity: input.gravity, turn: input.turn, turnRateCovariance: covariance)
+                if calibrator.isRefitDue {
+                    elapsed += clock() - start
+                    let refit = calibrator.takeRefit().refitted()
+                    n += 1
+                    start = clock()
+                    calibrator.adopt(refit)
+                }
+            }
+            elapsed += clock() - start
+            best = min(best, elapsed / Double(max(inputs.count, 1)) * 1e9)
+            refits = n
+            checksum += calibrator.offset.x + calibrator.strength
+        }
+        return (best, refits, checksum)
+    }
+
     /// The whole of device motion (``DeviceMotionFusion``: aligner, magnetometer merge and
     /// calibration feed, filter) over `samples` in their order: nanoseconds per gyroscope sample
-    /// (the best of `repeats` runs), and the longest single call in that run (the calibration's
-    /// refits run inside a magnetometer sample's call).
+    /// (the best of `repeats` runs, timed by `clock`), and the longest single call in that run
+    /// (timed by `callClock`, read twice per call: a cheap one, as reading a thread's CPU time is
+    /// a system call that would add its own cost to every sample).
     package static func fusionCost(_ samples: [Sample], frame: AttitudeReferenceFrame, repeats: Int,
-                                   clock: () -> Double) -> (nanoseconds: Double, longestCall: Double, checksum: Double) {
+                                   clock: () -> Double, callClock: () -> Double) -> (nanoseconds: Double, longestCall: Double, checksum: Double) {
         var best = Double.infinity, longest = 0.0, checksum = 0.0
         let gyros = Double(max(1, samples.filter { $0.sensor == 1 }.count))
         for _ in 0..<max(1, repeats) {
@@ -100,7 +199,7 @@ package enum FusionEntryPoints {
             var sum = 0.0
             let start = clock()
             for s in samples {
-                let t0 = clock()
+                let t0 = callClock()
                 switch s.sensor {
                 case 0: fusion.add(accelerometer: AccelerometerData(timestamp: s.timestamp, acceleration: Acceleration(x: s.x, y: s.y, z: s.z))) { sum += $0.attitude.quaternion.w }
                 case 1: fusion.add(gyro: GyroData(timestamp: s.timestamp, rotationRate: RotationRate(x: s.x, y: s.y, z: s.z))) { sum += $0.attitude.quaternion.w }
@@ -108,7 +207,7 @@ package enum FusionEntryPoints {
                     guard frame != .xArbitraryZVertical else { continue }
                     fusion.add(magnetometer: MagnetometerData(timestamp: s.timestamp, magneticField: MagneticField(x: s.x, y: s.y, z: s.z))) { sum += $0.attitude.quaternion.w }
                 }
-                worst = max(worst, clock() - t0)
+                worst = max(worst, callClock() - t0)
             }
             let elapsed = (clock() - start) / gyros * 1e9
             if elapsed < best { best = elapsed; longest = worst * 1e9 }

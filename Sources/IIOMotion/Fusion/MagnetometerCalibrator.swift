@@ -173,12 +173,18 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     private var sinceFit = 0
     /// The pairs' normal matrix (9 × 9, rows) in z = (W11, W22, W33, W12, W13, W23, b = W·c),
     /// scaled units: Σ AᵀA over the pairs, each pair's residual being A·z (see ``addPair``).
+    /// Symmetric: only its upper half (column ≥ row) is kept; ``pairEntry(_:_:)`` reads it.
     private var pairInformation: [Double] = []
     /// The pairs summed in it (forgotten alike).
     private var pairCount = 0.0
-    /// The last samples taken (scaled) and the gyroscope's attitude at each.
+    /// The last ``pairSpan`` samples taken (scaled) and the gyroscope's attitude at each: a ring
+    /// of `recentCount` entries from `recentStart`, oldest first, allocated on the first pair.
     private var recentFields: [Vector3] = []
     private var recentTurns: [Quaternion] = []
+    /// Each recent attitude's squared norm.
+    private var recentNorms: [Double] = []
+    private var recentStart = 0
+    private var recentCount = 0
     /// The centre (scaled) the samples are binned around.
     private var binCentre = Vector3.zero
     /// Samples are fitted scaled by this (µT → about 1) to keep the equations well conditioned.
@@ -316,28 +322,60 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     /// Forgets the gyroscope's attitudes so far (it was restarted, or a gap broke it): no pair
     /// spans the break.
     mutating func breakPairs() {
-        recentFields.removeAll(keepingCapacity: true)
-        recentTurns.removeAll(keepingCapacity: true)
+        recentStart = 0
+        recentCount = 0
     }
 
     /// Pairs a sample (scaled) with the newest recent one the device has turned at least
     /// ``minimumPairAngle`` from, and adds the pair's equations to ``pairInformation`` when the
     /// bias about the turn's axis is known well enough (``maximumPairRateDeviation``).
     private mutating func addPair(_ p: Vector3, _ turn: Quaternion, rateCovariance: Matrix3) {
+        let span = max(pairSpan, 1)
+        if recentFields.count != span {
+            recentFields = [Vector3](repeating: .zero, count: span)
+            recentTurns = [Quaternion](repeating: .identity, count: span)
+            recentNorms = [Double](repeating: 1, count: span)
+            recentStart = 0
+            recentCount = 0
+        }
+        let turnNorm = turn.x * turn.x + turn.y * turn.y + turn.z * turn.z + turn.w * turn.w
         defer {
-            recentFields.append(p)
-            recentTurns.append(turn)
-            if recentFields.count > pairSpan {
-                recentFields.removeFirst()
-                recentTurns.removeFirst()
+            let slot: Int
+            if recentCount == span {
+                slot = recentStart
+                recentStart = recentStart + 1 == span ? 0 : recentStart + 1
+            } else {
+                slot = (recentStart + recentCount) % span
+                recentCount += 1
             }
+            recentFields[slot] = p
+            recentTurns[slot] = turn
+            recentNorms[slot] = turnNorm
         }
         // Turned at least the angle: |w| of the turn at most cos(angle / 2) of its norm.
         let limit = cos(minimumPairAngle / 2)
-        var found: (index: Int, turn: Quaternion)?
-        for k in stride(from: recentTurns.count - 1, through: 0, by: -1) {
-            let d = recentTurns[k].conjugate.multiplied(by: turn)
-            if abs(d.w) <= limit * d.norm { found = (k, d); break }
+        var found: (slot: Int, turn: Quaternion)?
+        // The turn's w alone first (the product's w, computed as ``Quaternion/multiplied(by:)``
+        // does), against its norm from the factors' (a product's norm is theirs): only a turn
+        // within 10⁻⁹ of the limit is multiplied out to decide, so the pair found is the one the
+        // full products would find.
+        let screen = limit * limit * turnNorm
+        let screenable = screen.isNormal && turnNorm.isFinite
+        var slot = recentCount == 0 ? 0 : (recentStart + recentCount - 1) % span
+        for _ in 0..<recentCount {
+            let r = recentTurns[slot].conjugate
+            let w = r.w * turn.w - r.x * turn.x - r.y * turn.y - r.z * turn.z
+            let bound = screen * recentNorms[slot]
+            if screenable, bound.isNormal, w * w > bound * (1 + 1e-9) {
+                // Clearly not turned enough.
+            } else if screenable, bound.isNormal, w * w < bound * (1 - 1e-9) {
+                found = (slot, r.multiplied(by: turn))
+                break
+            } else {
+                let d = r.multiplied(by: turn)
+                if abs(d.w) <= limit * d.norm { found = (slot, d); break }
+            }
+            slot = slot == 0 ? span - 1 : slot - 1
         }
         // d takes device i's axes to device j's: a fixed vector seen at j is dᵀ of it seen at i.
         guard let (k, d) = found else { return }
@@ -346,31 +384,35 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         guard axis.length > 0, axis.dot(rateCovariance * axis) <= limit2 * axis.dot(axis) else { return }
         let q = recentFields[k]
         func back(_ v: Vector3) -> Vector3 { d.inverseRotate(v) }
-        // The residual W·p − dᵀ·W·q − (I − dᵀ)·b, one column per entry of z.
-        func sym(_ m: Vector3, _ k: Int) -> Vector3 {
-            switch k {
-            case 0: Vector3(m.x, 0, 0)
-            case 1: Vector3(0, m.y, 0)
-            case 2: Vector3(0, 0, m.z)
-            case 3: Vector3(m.y, m.x, 0)
-            case 4: Vector3(m.z, 0, m.x)
-            default: Vector3(0, m.z, m.y)
-            }
-        }
-        var columns = [Vector3](repeating: .zero, count: 9)
-        for k in 0..<6 { columns[k] = sym(p, k) - back(sym(q, k)) }
-        let axes = [Vector3(1, 0, 0), Vector3(0, 1, 0), Vector3(0, 0, 1)]
-        for l in 0..<3 { columns[6 + l] = back(axes[l]) - axes[l] }
+        // The residual W·p − dᵀ·W·q − (I − dᵀ)·b, one column per entry of z (the symmetric
+        // matrix's entries W11, W22, W33, W12, W13, W23 applied to p and q, then b's axes).
+        let columns = (
+            Vector3(p.x, 0, 0) - back(Vector3(q.x, 0, 0)),
+            Vector3(0, p.y, 0) - back(Vector3(0, q.y, 0)),
+            Vector3(0, 0, p.z) - back(Vector3(0, 0, q.z)),
+            Vector3(p.y, p.x, 0) - back(Vector3(q.y, q.x, 0)),
+            Vector3(p.z, 0, p.x) - back(Vector3(q.z, 0, q.x)),
+            Vector3(0, p.z, p.y) - back(Vector3(0, q.z, q.y)),
+            back(Vector3(1, 0, 0)) - Vector3(1, 0, 0),
+            back(Vector3(0, 1, 0)) - Vector3(0, 1, 0),
+            back(Vector3(0, 0, 1)) - Vector3(0, 0, 1)
+        )
         if pairInformation.isEmpty { pairInformation = [Double](repeating: 0, count: 81) }
         let keep = 1 - 1 / max(pairMemory, 1)
-        for a in 0..<9 {
-            for b in a..<9 {
-                let v = keep * pairInformation[a * 9 + b] + columns[a].dot(columns[b])
-                pairInformation[a * 9 + b] = v
-                pairInformation[b * 9 + a] = v
+        withUnsafeBytes(of: columns) { raw in
+            let c = raw.bindMemory(to: Vector3.self)
+            pairInformation.withUnsafeMutableBufferPointer { n in
+                for a in 0..<9 {
+                    for b in a..<9 { n[a * 9 + b] = keep * n[a * 9 + b] + c[a].dot(c[b]) }
+                }
             }
         }
         pairCount = keep * pairCount + 1
+    }
+
+    /// The entry (a, b) of the pairs' normal matrix (its upper half holds both).
+    private func pairEntry(_ a: Int, _ b: Int) -> Double {
+        a <= b ? pairInformation[a * 9 + b] : pairInformation[b * 9 + a]
     }
 
     /// Stores a sample (scaled) in its bin, replacing the bin's oldest when it is full.
@@ -820,13 +862,13 @@ struct MagnetometerCalibrator: Sendable, Hashable {
             }
             if usesPairs {
                 let z = pairState(x), j = pairJacobian(x)
-                for a in 0..<9 { for b in 0..<9 { s += pairWeight * z[a] * pairInformation[a * 9 + b] * z[b] } }
+                for a in 0..<9 { for b in 0..<9 { s += pairWeight * z[a] * pairEntry(a, b) * z[b] } }
                 // N·J (9 × active) and N·z.
                 var nz = [Double](repeating: 0, count: 9)
                 var nj = [[Double]](repeating: [Double](repeating: 0, count: m), count: 9)
                 for a in 0..<9 {
                     for b in 0..<9 {
-                        let v = pairInformation[a * 9 + b]
+                        let v = pairEntry(a, b)
                         guard v != 0 else { continue }
                         nz[a] += v * z[b]
                         for k in 0..<m { nj[a][k] += v * j[b][active[k]] }

@@ -9,9 +9,15 @@
 /// out with the newest acceleration held (if it is at most ``maximumHold`` old, else with none).
 /// If the gyroscope stalls, nothing goes out and old accelerometer samples are overwritten.
 ///
-/// Memory is two fixed rings of ``capacity`` samples, allocated once; nothing blocks and nothing
-/// allocates per sample. A full gyroscope ring sends its oldest sample out as if the wait were over.
-/// Samples whose timestamp is not later than the previous one of the same sensor are dropped.
+/// The caller pulls the pairs: after each ``add(accelerometer:)`` or ``add(gyro:)``, it takes
+/// ``nextPair(flushing:)`` until nil (the pairs that sample completed, oldest first), so that it
+/// can hand them on without a closure (``DeviceMotionFusion`` updates its filter in place).
+/// ``add(accelerometer:emit:)`` and ``add(gyro:emit:)`` do both.
+///
+/// Memory is two fixed rings of ``capacity`` samples (the gyroscope's one more, for the sample
+/// that fills it), allocated once; nothing blocks and nothing allocates per sample. A full
+/// gyroscope ring sends its oldest sample out as if the wait were over. Samples whose timestamp
+/// is not later than the previous one of the same sensor are dropped.
 struct SampleAligner: Sendable {
     /// One gyroscope sample and the acceleration at its time.
     struct Pair: Sendable, Hashable {
@@ -33,6 +39,8 @@ struct SampleAligner: Sendable {
     private var accel: [AccelerometerData]
     private var accelStart = 0
     private var accelCount = 0
+    /// `capacity + 1` slots: a sample added to a full ring is kept beside the oldest, which
+    /// ``nextPair(flushing:)`` sends out first.
     private var gyro: [GyroData]
     private var gyroStart = 0
     private var gyroCount = 0
@@ -50,7 +58,7 @@ struct SampleAligner: Sendable {
         self.maximumWait = maximumWait
         self.maximumHold = maximumHold
         accel = Array(repeating: AccelerometerData(timestamp: 0, acceleration: Acceleration(x: 0, y: 0, z: 0)), count: capacity)
-        gyro = Array(repeating: GyroData(timestamp: 0, rotationRate: RotationRate(x: 0, y: 0, z: 0)), count: capacity)
+        gyro = Array(repeating: GyroData(timestamp: 0, rotationRate: RotationRate(x: 0, y: 0, z: 0)), count: capacity + 1)
     }
 
     /// Gyroscope samples waiting for acceleration.
@@ -58,11 +66,10 @@ struct SampleAligner: Sendable {
     /// Accelerometer samples kept.
     var bufferedAccelerometerCount: Int { accelCount }
 
-    /// Adds an accelerometer sample and sends out the gyroscope samples it completes.
-    /// - Parameters:
-    ///   - sample: the sample, in any units (interpolation is linear).
-    ///   - emit: called with each pair, oldest first.
-    mutating func add(accelerometer sample: AccelerometerData, emit: (Pair) -> Void) {
+    /// Adds an accelerometer sample; the gyroscope samples it completes are then ready
+    /// (``nextPair(flushing:)``).
+    /// - Parameter sample: the sample, in any units (interpolation is linear).
+    mutating func add(accelerometer sample: AccelerometerData) {
         guard sample.timestamp.isFinite, sample.timestamp > newestAccel else { return }
         newestAccel = sample.timestamp
         if accelCount == capacity {
@@ -71,7 +78,44 @@ struct SampleAligner: Sendable {
         }
         accel[(accelStart + accelCount) % capacity] = sample
         accelCount += 1
-        drain(emit: emit)
+    }
+
+    /// Adds a gyroscope sample; the pairs ready are then ``nextPair(flushing:)``'s. Added to a
+    /// full ring whose pairs were not taken, it replaces the oldest waiting sample.
+    /// - Parameter sample: the sample.
+    mutating func add(gyro sample: GyroData) {
+        guard sample.timestamp.isFinite, sample.timestamp > newestGyro else { return }
+        newestGyro = sample.timestamp
+        let slots = capacity + 1
+        if gyroCount == slots {
+            gyroStart = (gyroStart + 1) % slots
+            gyroCount -= 1
+        }
+        gyro[(gyroStart + gyroCount) % slots] = sample
+        gyroCount += 1
+    }
+
+    /// The oldest waiting gyroscope sample with its acceleration, if it is ready: the
+    /// accelerometer has reached its time, or it has waited ``maximumWait``, or the ring holds
+    /// more than ``capacity``; with `flushing`, whatever acceleration is known now (when updates
+    /// stop). Nil when none is ready.
+    mutating func nextPair(flushing: Bool = false) -> Pair? {
+        guard gyroCount > 0 else { return nil }
+        let g = gyro[gyroStart]
+        let ready = flushing || gyroCount > capacity || g.timestamp <= newestAccel || newestGyro - g.timestamp > maximumWait
+        guard ready else { return nil }
+        gyroStart = (gyroStart + 1) % (capacity + 1)
+        gyroCount -= 1
+        return pair(for: g)
+    }
+
+    /// Adds an accelerometer sample and sends out the gyroscope samples it completes.
+    /// - Parameters:
+    ///   - sample: the sample, in any units (interpolation is linear).
+    ///   - emit: called with each pair, oldest first.
+    mutating func add(accelerometer sample: AccelerometerData, emit: (Pair) -> Void) {
+        add(accelerometer: sample)
+        while let p = nextPair() { emit(p) }
     }
 
     /// Adds a gyroscope sample and sends out every pair that is ready.
@@ -79,37 +123,14 @@ struct SampleAligner: Sendable {
     ///   - sample: the sample.
     ///   - emit: called with each pair, oldest first.
     mutating func add(gyro sample: GyroData, emit: (Pair) -> Void) {
-        guard sample.timestamp.isFinite, sample.timestamp > newestGyro else { return }
-        newestGyro = sample.timestamp
-        if gyroCount == capacity {
-            emit(pair(for: gyro[gyroStart]))
-            gyroStart = (gyroStart + 1) % capacity
-            gyroCount -= 1
-        }
-        gyro[(gyroStart + gyroCount) % capacity] = sample
-        gyroCount += 1
-        drain(emit: emit)
+        add(gyro: sample)
+        while let p = nextPair() { emit(p) }
     }
 
     /// Sends out every waiting gyroscope sample with the acceleration known now (when updates stop).
     /// - Parameter emit: called with each pair, oldest first.
     mutating func flush(emit: (Pair) -> Void) {
-        while gyroCount > 0 {
-            emit(pair(for: gyro[gyroStart]))
-            gyroStart = (gyroStart + 1) % capacity
-            gyroCount -= 1
-        }
-    }
-
-    private mutating func drain(emit: (Pair) -> Void) {
-        while gyroCount > 0 {
-            let g = gyro[gyroStart]
-            let ready = g.timestamp <= newestAccel || newestGyro - g.timestamp > maximumWait
-            guard ready else { return }
-            emit(pair(for: g))
-            gyroStart = (gyroStart + 1) % capacity
-            gyroCount -= 1
-        }
+        while let p = nextPair(flushing: true) { emit(p) }
     }
 
     private func accelAt(_ i: Int) -> AccelerometerData { accel[(accelStart + i) % capacity] }
