@@ -65,25 +65,9 @@ package enum FusionEntryPoints {
     /// a checksum of the attitudes (so the work cannot be optimised away).
     package static func cost(times: [Double], gyro: [SIMD3<Double>], accel: [SIMD3<Double>], field: [SIMD3<Double>?]?,
                              repeats: Int, clock: () -> Double) -> (nanoseconds: Double, checksum: Double) {
-        var best = Double.infinity
-        var checksum = 0.0
         let frame: AttitudeReferenceFrame = field == nil ? .xArbitraryZVertical : .xMagneticNorthZVertical
-        for _ in 0..<max(1, repeats) {
-            var filter = AttitudeFilter(referenceFrame: frame)
-            let start = clock()
-            for i in times.indices {
-                if let f = field?[i] {
-                    filter.update(magnetometerAt: times[i], field: MagneticField(x: f.x, y: f.y, z: f.z))
-                }
-                let g = gyro[i], a = accel[i]
-                if let m = filter.update(timestamp: times[i], rotationRate: RotationRate(x: g.x, y: g.y, z: g.z),
-                                         acceleration: Acceleration(x: a.x, y: a.y, z: a.z)) {
-                    checksum += m.attitude.quaternion.w
-                }
-            }
-            best = min(best, (clock() - start) / Double(max(times.count, 1)) * 1e9)
-        }
-        return (best, checksum)
+        return timeUpdates(of: { AttitudeFilter(referenceFrame: frame) }, times: times, gyro: gyro, accel: accel,
+                           field: field, repeats: repeats, clock: clock)
     }
 
     /// The attitude filter's own 9-axis update, as ``DeviceMotionFusion`` runs it: applying a
@@ -93,15 +77,26 @@ package enum FusionEntryPoints {
     package static func appliedFilterCost(_ samples: [Sample], times: [Double], gyro: [SIMD3<Double>], accel: [SIMD3<Double>],
                                           field: [SIMD3<Double>?], repeats: Int,
                                           clock: () -> Double) -> (nanoseconds: Double, checksum: Double) {
-        var best = Double.infinity
-        var checksum = 0.0
         let calibration = learnedCalibration(samples)
-        for _ in 0..<max(1, repeats) {
+        return timeUpdates(of: {
             var filter = AttitudeFilter(referenceFrame: .xMagneticNorthZVertical)
             filter.magnetometerCalibration = calibration
+            return filter
+        }, times: times, gyro: gyro, accel: accel, field: field, repeats: repeats, clock: clock)
+    }
+
+    /// Times `repeats` runs of a fresh filter from `make` over the aligned pairs (and fields, one
+    /// new at an update or nil), the filter made outside the timed loop: nanoseconds per update,
+    /// the best run, and a checksum of the attitudes.
+    private static func timeUpdates(of make: () -> AttitudeFilter, times: [Double], gyro: [SIMD3<Double>], accel: [SIMD3<Double>],
+                                    field: [SIMD3<Double>?]?, repeats: Int, clock: () -> Double) -> (nanoseconds: Double, checksum: Double) {
+        var best = Double.infinity
+        var checksum = 0.0
+        for _ in 0..<max(1, repeats) {
+            var filter = make()
             let start = clock()
             for i in times.indices {
-                if let f = field[i] {
+                if let f = field?[i] {
                     filter.update(magnetometerAt: times[i], field: MagneticField(x: f.x, y: f.y, z: f.z))
                 }
                 let g = gyro[i], a = accel[i]
