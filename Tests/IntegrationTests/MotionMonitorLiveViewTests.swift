@@ -231,12 +231,17 @@ private enum LiveRuns {
             let args = [SimHarness.product("iio-sim")] + sim + ["--", SimHarness.product("motion-monitor")]
                 + monitor.map { $0 == "LOG" ? log : $0 }
             let quoted = args.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
-            // The view's pid is written first, so a test can signal iio-sim (which forwards it).
-            let command = "sh -c 'echo $$ > \(folder)/pid; exec \"$0\" \"$@\"' \(quoted) 2>&1; echo EXIT=$?; sleep 60"
+            // The view's pid is written first, so a test can signal iio-sim (which forwards it). The
+            // command waits for the file `go`, made once `pipe-pane` records the pane, so that the raw
+            // bytes hold the view's first ones (its clear and the hidden cursor) however slowly
+            // tmux's commands run.
+            let command = "while [ ! -e \(folder)/go ]; do sleep 0.02; done; "
+                + "sh -c 'echo $$ > \(folder)/pid; exec \"$0\" \"$@\"' \(quoted) 2>&1; echo EXIT=$?; sleep 60"
             tmux(["-f", "/dev/null", "new-session", "-d", "-s", name, "-x", "\(width)", "-y", "\(height)",
                   "-e", "LANG=C.UTF-8", "-e", "NO_COLOR=", command])
             tmux(["set-option", "-t", name, "remain-on-exit", "on"])
             tmux(["pipe-pane", "-t", name, "-o", "cat >> \(folder)/raw"])
+            _ = FileManager.default.createFile(atPath: folder + "/go", contents: nil)
         }
 
         /// Runs `tmux -L SOCKET ARGS…` and returns its stdout. Spawned directly with an empty
