@@ -162,10 +162,12 @@ case "blocking-handler":
         if let a = manager.accelerometerData, monotonicSeconds() - t0 > 0.3 { maxAge = max(maxAge, monotonicSeconds() - a.timestamp) }
         usleep(5000)
     }
-    let stats = manager.updateStatistics(of: .accelerometer)
-    let gyroStats = manager.updateStatistics(of: .gyroscope)
+    // The counts after the stop (they are kept until the next start), so that a refill arriving
+    // between reading them and stopping is in both the batches and the counts.
     manager.stopAllUpdates()
     usleep(100_000)
+    let stats = manager.updateStatistics(of: .accelerometer)
+    let gyroStats = manager.updateStatistics(of: .gyroscope)
     emit([("pushCalls", "\(pushCalls.load(ordering: .relaxed))"), ("gyroCalls", "\(gyroCalls.load(ordering: .relaxed))"),
           ("batchSamples", "\(batchSamples.load(ordering: .relaxed))"), ("samples", "\(stats.samples)"),
           ("coalesced", "\(stats.coalesced)"), ("dropped", "\(stats.dropped)"), ("delivered", "\(stats.delivered)"),
