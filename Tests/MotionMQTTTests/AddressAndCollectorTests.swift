@@ -2,7 +2,7 @@ import Testing
 import Glibc
 @testable import MotionMQTT
 
-@Suite("Broker URLs, the outbox and the collector's bookkeeping", .timeLimit(.minutes(3)))
+@Suite("Broker URLs, the outbox and the collector's bookkeeping", .timeLimit(.minutes(10)))
 struct AddressAndCollectorTests {
     @Test("mqtt:// and mqtts:// URLs: credentials, ports, IPv6, prefixes of several levels")
     func goodURLs() throws {
