@@ -5,7 +5,8 @@ import Testing
 /// A real mosquitto broker on a loopback port of its own, with a config and a persistence folder
 /// in a temporary directory; killed when released.
 final class Broker: @unchecked Sendable { // used by one test at a time; `process` is replaced only by start/stop on the test's thread
-    let port: Int
+    /// Chosen by `freePort()`; replaced by a new one only when the first start finds it taken.
+    private(set) var port: Int
     let directory: URL
     var extraConfig: String
     /// The addresses it listens on (the same port on each; "" for every address).
@@ -34,8 +35,25 @@ final class Broker: @unchecked Sendable { // used by one test at a time; `proces
         try? FileManager.default.removeItem(at: directory)
     }
 
-    /// Starts mosquitto and waits until it accepts connections.
+    /// Whether mosquitto has run on `port` (a restart must keep it: its clients reconnect there).
+    private var started = false
+
+    /// Starts mosquitto and waits until it accepts connections. When the first start finds the
+    /// port taken (bound by a process outside this test between `freePort()` and mosquitto's
+    /// bind), it starts again on another port, up to three times.
     func start() throws {
+        for attempt in 1...3 {
+            do {
+                try startOnce()
+                started = true
+                return
+            } catch BrokerError.didNotStart(let log) where !started && attempt < 3 && log.contains("Address already in use") {
+                port = try Self.freePort()
+            }
+        }
+    }
+
+    private func startOnce() throws {
         let config = """
             user \(getuid() == 0 ? "root" : String(cString: getpwuid(getuid())!.pointee.pw_name))
             \(listenAddresses.map { "listener \(port) \($0)" }.joined(separator: "\n"))
@@ -49,13 +67,15 @@ final class Broker: @unchecked Sendable { // used by one test at a time; `proces
 
             """
         try config.write(to: directory.appendingPathComponent("mosquitto.conf"), atomically: true, encoding: .utf8)
+        let logStart = log.utf8.count
         pid = try Self.spawn([Self.binary, "-c", directory.appendingPathComponent("mosquitto.conf").path])
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             if Self.canConnect(port) { return }
             usleep(20_000)
         }
-        throw BrokerError.didNotStart(log)
+        stop()
+        throw BrokerError.didNotStart(String(decoding: log.utf8.dropFirst(logStart), as: UTF8.self))
     }
 
     /// Stops mosquitto with SIGTERM (it saves its persistence file) and waits for it to end.
@@ -111,7 +131,7 @@ final class Broker: @unchecked Sendable { // used by one test at a time; `proces
     }
 
     static func canConnect(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(fd) }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
@@ -142,9 +162,11 @@ final class Broker: @unchecked Sendable { // used by one test at a time; `proces
         throw BrokerError.noFreePort(pool)
     }
 
-    /// Whether a listening socket could bind `port` on every address now.
+    /// Whether a listening socket could bind `port` on every address now. Its socket is
+    /// close-on-exec: a child spawned by another test while it is open must not inherit it, or
+    /// the port stays bound for that child's lifetime and mosquitto's bind fails.
     static func canBind(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(fd) }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
