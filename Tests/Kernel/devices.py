@@ -480,8 +480,11 @@ BATCHES = {
                   {"lsm303dlhc_accel": {"accel": (130, -240, 1020)}},
                   {"lsm303dlhc_accel": {"accel": (-340, 450, -980)}},
                   lambda d, t, v: _st(d, t, v, 4), attrs={"sampling_frequency": "100"}),
+        # WHO_AM_I 0x3C at 0x0F (st_magn_core.c's .wai/.wai_addr for lsm303dlhc_magn): before Debian's
+        # 6.1.192-1 ("iio: st_sensors: relax WhoAmI check in st_sensors_verify_id()") a mismatch
+        # fails the probe ("WhoAmI mismatch (0x0)" on 6.1.0-50); later kernels only warn.
         BatchChip("lsm303dlhc_magn", "lsm303dlhc_magn", 0x1E, "st_magn_i2c",
-                  [],                            # no WHO_AM_I in its st_sensors settings
+                  [(0x0F, 0x3C)],
                   {"lsm303dlhc_magn": {"magn": (310, -420, 530)}},
                   {"lsm303dlhc_magn": {"magn": (-250, 360, -470)}},
                   _lsm303dlhc_magn, attrs={"sampling_frequency": "75"}),
