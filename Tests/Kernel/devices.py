@@ -31,6 +31,7 @@ The drivers that cannot be bound, and why: Tests/Kernel/README.md.
 import ctypes
 import fcntl
 import os
+import re
 import struct
 
 I2C_SLAVE_FORCE = 0x0706
@@ -404,6 +405,32 @@ def _lsm303dlhc_magn(dev, t, v):
     return [w + ("b",) for i in range(3) for w in be16(regs[i], v[i])]
 
 
+def debian_kernel_version():
+    """The Debian package version of the running kernel as a tuple ((6, 1, 176) for "Debian
+    6.1.176-1" in /proc/version), or None for a kernel that is not Debian's."""
+    with open("/proc/version") as f:
+        m = re.search(r"Debian (\d+)\.(\d+)\.(\d+)-", f.read())
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def st_raw_honours_endianness():
+    """Whether st_sensors' polled read honours a big-endian channel. Before Debian's 6.1.180-1
+    ("iio: common: st_sensors: honour channel endianness in read_axis_data"),
+    st_sensors_read_axis_data read every 16-bit channel with get_unaligned_le16, so a big-endian
+    channel's in_*_raw (st_magn's lsm303dlhc: IIO_BE in st_magn_core.c:74-84) reads byte-swapped;
+    the buffer, decoded by its scan element's `be:` type, is right. Fixed source:
+    st_sensors_core.c:514-520 (Debian's linux-source-6.1)."""
+    v = debian_kernel_version()
+    return v is None or v >= (6, 1, 180)
+
+
+def _st_be_raw(values):
+    """What a big-endian st_sensors channel's in_*_raw reads for register values `values`."""
+    if st_raw_honours_endianness():
+        return list(values)
+    return [struct.unpack("<h", struct.pack(">h", v))[0] for v in values]
+
+
 def _dmard09(dev, t, v):
     # dmard09_read_raw: `accel <<= 4; accel >>= 7` of the le16: bits 3..11 of the register pair.
     return [w + ("b",) for i in range(3) for w in le16(0x0C + 2 * i, (v[i] << 3) & 0x0FFF)]
@@ -487,7 +514,7 @@ BATCHES = {
                   [(0x0F, 0x3C)],
                   {"lsm303dlhc_magn": {"magn": (310, -420, 530)}},
                   {"lsm303dlhc_magn": {"magn": (-250, 360, -470)}},
-                  _lsm303dlhc_magn, attrs={"sampling_frequency": "75"}),
+                  _lsm303dlhc_magn, attrs={"sampling_frequency": "75"}, raw_fn=_st_be_raw),
         BatchChip("l3g4200d", "l3g4200d", 0x69, "st_gyro_i2c",
                   [(0x0F, 0xD3), (0x8F, 0xD3)],
                   {"l3g4200d": {"anglvel": (150, -270, 380)}},

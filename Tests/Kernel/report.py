@@ -80,6 +80,12 @@ def main():
     if a.guest_rc not in (0, 1):
         problems.append(f"the guest did not finish (exit {a.guest_rc}); see {a.results}/console.log and cmd.out")
         failed += 1
+    elif not os.path.exists(timing):
+        # The suite writes timing.json after its last case; exit 1 without it is an uncaught
+        # exception (Python's exit status for one), not a run whose failures are recorded above.
+        problems.append(f"the guest suite stopped before its end (exit {a.guest_rc}, no timing.json); "
+                        f"see {a.results}/cmd.out")
+        failed += 1
     if not recs:
         problems.append("no test ran")
         failed += 1
