@@ -407,10 +407,12 @@ def _lsm303dlhc_magn(dev, t, v):
 
 def debian_kernel_version():
     """The Debian package version of the running kernel as a tuple ((6, 1, 176) for "Debian
-    6.1.176-1" in /proc/version), or None for a kernel that is not Debian's."""
+    6.1.176-1" at the end of /proc/version), or None for a kernel that is not Debian's. The
+    compiler's version comes first ("gcc-12 (Debian 12.2.0-14+deb12u1)"): the last match is the
+    kernel's."""
     with open("/proc/version") as f:
-        m = re.search(r"Debian (\d+)\.(\d+)\.(\d+)-", f.read())
-    return tuple(int(g) for g in m.groups()) if m else None
+        m = re.findall(r"Debian (\d+)\.(\d+)\.(\d+)-", f.read())
+    return tuple(int(g) for g in m[-1]) if m else None
 
 
 def st_raw_honours_endianness():
