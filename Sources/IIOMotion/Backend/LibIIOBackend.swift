@@ -79,7 +79,11 @@ final class LibIIODevice: DeviceIO {
     }
 
     func now() -> Double { monotonicSeconds() }
-    func nanoseconds(on clock: clockid_t) -> Int64 { IIOMotion.nanoseconds(clock) }
+    func nanoseconds(on clock: clockid_t) -> Int64 {
+        var ts = timespec()
+        clock_gettime(clock, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    }
     func pause(until deadline: Double, wake: DispatchSemaphore) {
         let wait = max(0, deadline - monotonicSeconds())
         _ = wake.wait(timeout: .now() + .nanoseconds(Int(wait * 1e9)))
