@@ -169,7 +169,7 @@ public final class MotionManager: Sendable {
                   var plan = candidates.first(where: { $0.info.deviceID == pick.deviceID })
             else { continue }
             plan.info = plan.info.overridingMountMatrix(with: overrides[kind])
-            calibration.apply(to: &plan.info, uri: uri)
+            calibration.apply(to: &plan.info, uri: uri, context: discovery.context)
             chosen[kind] = plan
         }
         return State(discovery: .success(discovery), chosen: chosen)
