@@ -2,6 +2,7 @@ import Glibc
 import SystemSupport
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 /// Discovery (Backend/Discovery.swift) on embedded devices, through ``DeviceIO`` as on libiio:
 /// the channels it finds, the scale, offset and mount-matrix files it reads in the kernel's order,

@@ -7,35 +7,35 @@
 /// `ACCEL_LOCATION` (`display` or `base`) and `PROXIMITY_NEAR_LEVEL`. There is none for gyroscopes
 /// or magnetometers.
 ///
-/// A lookup is a seam: the system's libudev in production (``system(backend:)``, in
-/// UdevDatabase+System.swift), a table in the unit tests.
-struct UdevDatabase: Sendable {
+/// A lookup is a seam: the system's libudev in production (``system(backend:)``, in the
+/// IIOMotionLibIIO target), a table in the unit tests.
+package struct UdevDatabase: Sendable {
     /// Why there is no udev to ask (a remote context, no udev database on this machine, libudev
     /// failed); nil when lookups work.
-    let unavailable: String?
+    package let unavailable: String?
     private let lookup: @Sendable (_ deviceID: String) -> [String: String]
 
     /// The udev properties discovery uses.
-    static let matrixProperty = "ACCEL_MOUNT_MATRIX"
-    static let locationProperty = "ACCEL_LOCATION"
-    static let propertyNames = [matrixProperty, locationProperty]
+    package static let matrixProperty = "ACCEL_MOUNT_MATRIX"
+    package static let locationProperty = "ACCEL_LOCATION"
+    package static let propertyNames = [matrixProperty, locationProperty]
 
     /// A database that answers from `lookup`.
     /// - Parameter lookup: an IIO id (`"iio:device0"`) to the properties udev holds for it.
-    init(lookup: @escaping @Sendable (_ deviceID: String) -> [String: String]) {
+    package init(lookup: @escaping @Sendable (_ deviceID: String) -> [String: String]) {
         unavailable = nil
         self.lookup = lookup
     }
 
     /// No database: every lookup answers nothing.
     /// - Parameter reason: why, a phrase such as "a remote context (ip:) has no udev".
-    init(unavailable reason: String) {
+    package init(unavailable reason: String) {
         unavailable = reason
         lookup = { _ in [:] }
     }
 
     /// The properties of ``propertyNames`` udev holds for the device (absent ones left out).
-    func properties(of deviceID: String) -> [String: String] {
+    package func properties(of deviceID: String) -> [String: String] {
         lookup(deviceID)
     }
 }

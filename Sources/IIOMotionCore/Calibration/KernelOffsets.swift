@@ -228,42 +228,16 @@ public struct KernelOffsets: Sendable, Hashable {
     }
 }
 
+/// The calibbias files read and written through a context's devices (``DeviceIO``): the public
+/// ``read(_:uri:)`` and ``write(_:to:uri:)`` (in the IIOMotion target) on a libiio context.
 extension KernelOffsets {
-    /// Reads a sensor's three calibbias files.
-    /// - Parameters:
-    ///   - sensor: an accelerometer or gyroscope.
-    ///   - uri: the IIO context's URI.
-    /// - Returns: x, y, z counts.
-    /// - Throws: ``MotionError`` naming the device and file when one is missing or not a number.
-    public static func read(_ sensor: SensorInfo, uri: String) throws(MotionError) -> [Int] {
-        try read(sensor, in: LibIIOBackend().open(uri: uri))
-    }
-
-    /// Writes a sensor's three calibbias files and reads them back. When a write fails, or a file
-    /// reads back other than written, the files already written are put back to what they held
-    /// before, and the error says so (or says which could not be put back): the device is never
-    /// left with some axes written and others not.
-    /// - Parameters:
-    ///   - values: x, y, z counts.
-    ///   - sensor: an accelerometer or gyroscope.
-    ///   - uri: the IIO context's URI.
-    /// - Throws: ``MotionError`` naming the device and file (``MotionError/Code/permissionDenied``
-    ///   when not root), or when a file reads back other than written.
-    public static func write(_ values: [Int], to sensor: SensorInfo, uri: String) throws(MotionError) {
-        try write(values, to: sensor, in: LibIIOBackend().open(uri: uri))
-    }
-}
-
-/// The calibbias files read and written through a context's devices (``DeviceIO``).
-extension KernelOffsets {
-    /// Reads a sensor's three calibbias files on `context` (``read(_:uri:)`` on a context of
-    /// the caller's backend).
+    /// Reads a sensor's three calibbias files on `context`.
     /// - Parameters:
     ///   - sensor: an accelerometer or gyroscope.
     ///   - context: an open context holding the sensor's device.
     /// - Returns: x, y, z counts.
     /// - Throws: ``MotionError`` naming the device and file when one is missing or not a number.
-    static func read(_ sensor: SensorInfo, in context: some DeviceContext) throws(MotionError) -> [Int] {
+    package static func read(_ sensor: SensorInfo, in context: some DeviceContext) throws(MotionError) -> [Int] {
         let device = try device(of: sensor, in: context)
         var values: [Int] = []
         for file in files(for: sensor.kind) {
@@ -282,14 +256,14 @@ extension KernelOffsets {
         return values
     }
 
-    /// Writes a sensor's three calibbias files on `context` and reads them back
-    /// (``write(_:to:uri:)`` on a context of the caller's backend).
+    /// Writes a sensor's three calibbias files on `context` and reads them back; on a failure the
+    /// files already written are put back (``write(_:to:uri:)`` says more).
     /// - Parameters:
     ///   - values: x, y, z counts.
     ///   - sensor: an accelerometer or gyroscope.
     ///   - context: an open context holding the sensor's device.
     /// - Throws: ``MotionError`` naming the device and file, or when a file reads back other than written.
-    static func write(_ values: [Int], to sensor: SensorInfo, in context: some DeviceContext) throws(MotionError) {
+    package static func write(_ values: [Int], to sensor: SensorInfo, in context: some DeviceContext) throws(MotionError) {
         let before = try read(sensor, in: context)
         let device = try device(of: sensor, in: context)
         let names = files(for: sensor.kind)

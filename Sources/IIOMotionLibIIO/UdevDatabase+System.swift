@@ -1,5 +1,6 @@
 internal import CLibUdev
 internal import Glibc
+package import IIOMotionCore
 internal import SystemSupport
 
 /// This machine's udev database, read through libudev: the production lookup of ``UdevDatabase``.
@@ -8,7 +9,7 @@ extension UdevDatabase {
     /// this machine's udev, through libudev, for the local backend; none for every other backend,
     /// whose devices are not this machine's, and none when this machine has no udev database
     /// (`/run/udev/data` absent: udev does not run here, as in most containers).
-    static func system(backend: String) -> UdevDatabase {
+    package static func system(backend: String) -> UdevDatabase {
         guard backend == "local" else {
             return UdevDatabase(unavailable: "a \(backend == "network" ? "remote (ip:)" : backend) context has no udev")
         }
