@@ -40,24 +40,34 @@ let package = Package(
         ),
         // libudev, found through pkg-config (`apt-get install libudev-dev`): discovery reads udev's
         // hardware-database properties of each local IIO device (ACCEL_MOUNT_MATRIX, ACCEL_LOCATION)
-        // in IIOMotion's Backend/UdevDatabase.swift, the only code that calls it.
+        // through IIOMotionLibIIO's UdevDatabase+System.swift, the only code that calls it.
         .systemLibrary(
             name: "CLibUdev",
             pkgConfig: "libudev",
             providers: [.apt(["libudev-dev"])]
         ),
-        // The only code that calls libiio.
+        // The only code that calls libiio (from IIOMotionLibIIO).
         .target(name: "CIIOShim", dependencies: ["CLibIIO", "CSystemSupport"], cSettings: cSettings),
         // What every target shares: a lock ThreadSanitizer understands (see Locked.swift for why not
-        // Synchronization.Mutex), the monotonic clock, the one way to start a thread, and errno text.
+        // Synchronization.Mutex), the monotonic clock, the one way to start a thread, errno text,
         // and the calling thread's name, role and SIGPIPE block (CSystemSupport: a thread-local flag
         // CIIOShim's SIGPIPE guard reads on every libiio call).
         .target(name: "CSystemSupport", cSettings: cSettings),
         .target(name: "SystemSupport", dependencies: ["CSystemSupport"], swiftSettings: swiftSettings),
         // The one description of a scan element's format (`le:s12/16>>4`: parse, print, read),
-        // shared by IIOMotion's decoder, the fuzzer and the simulator. Pure Swift, no libiio.
+        // shared by IIOMotionCore's decoder, the fuzzer and the simulator. Pure Swift, no libiio.
         .target(name: "IIOScanFormat", swiftSettings: swiftSettings),
-        .target(name: "IIOMotion", dependencies: ["CIIOShim", "CLibUdev", "SystemSupport", "IIOScanFormat"], swiftSettings: swiftSettings),
+        // The library in three layers. IIOMotionCore is everything but libiio: MotionManager, the
+        // values, discovery and the capture on the device seam (DeviceIO, DeviceBackend), decoding,
+        // the hub and delivery, device motion, calibration. It cannot import libiio or libudev.
+        .target(name: "IIOMotionCore", dependencies: ["SystemSupport", "IIOScanFormat"], swiftSettings: swiftSettings),
+        // The seam on libiio and this machine's udev (LibIIOBackend); what it needs of the core is
+        // `package`, not public.
+        .target(name: "IIOMotionLibIIO", dependencies: ["IIOMotionCore", "CIIOShim", "CLibUdev", "SystemSupport", "IIOScanFormat"],
+                swiftSettings: swiftSettings),
+        // The product users import: IIOMotionCore re-exported, plus MotionManager's public
+        // initializer, KernelOffsets' read and write, and libiioVersion, on IIOMotionLibIIO.
+        .target(name: "IIOMotion", dependencies: ["IIOMotionCore", "IIOMotionLibIIO"], swiftSettings: swiftSettings),
         .executableTarget(name: "motion-monitor", dependencies: ["IIOMotion", "MotionMQTT", "SystemSupport"], swiftSettings: swiftSettings,
                           linkerSettings: staticRuntime),
         // Library scenarios the integration tests run inside iio-sim (a test process cannot enter
@@ -87,10 +97,10 @@ let package = Package(
         // libFuzzer and AddressSanitizer); built plainly it replays a corpus. Not a product.
         .executableTarget(name: "iio-fuzz", dependencies: ["IIOMotion", "IIOSimKit", "IIOScanFormat"], swiftSettings: swiftSettings),
 
-        .testTarget(name: "IIOMotionTests", dependencies: ["IIOMotion", "iio-fuzz", "IIOSimKit", "IIOScanFormat"], swiftSettings: swiftSettings),
+        .testTarget(name: "IIOMotionTests", dependencies: ["IIOMotion", "IIOMotionCore", "IIOMotionLibIIO", "iio-fuzz", "IIOSimKit", "IIOScanFormat"], swiftSettings: swiftSettings),
         .testTarget(name: "MotionMQTTTests", dependencies: ["MotionMQTT"], swiftSettings: swiftSettings),
         .testTarget(name: "IIOSimKitTests", dependencies: ["IIOSimKit", "IIOScanFormat"], swiftSettings: swiftSettings),
-        .testTarget(name: "MotionMonitorTests", dependencies: ["motion-monitor"], swiftSettings: swiftSettings),
+        .testTarget(name: "MotionMonitorTests", dependencies: ["motion-monitor", "IIOMotion", "IIOMotionCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["IIOSimKit", "IIOScanFormat"],

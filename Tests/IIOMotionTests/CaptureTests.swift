@@ -5,6 +5,7 @@ import IIOScanFormat
 import SystemSupport
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 /// A BMI160 as Linux 6.1 registers it, in an ``EmbeddedDevice``: accelerometer (channels 0-2)
 /// and gyroscope (3-5) as `le:s16/16>>0` scan elements, a 64-bit timestamp (6), a temperature

@@ -3,6 +3,7 @@ import Foundation
 import SystemSupport
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 /// Device motion delivered as Core Motion does: the newest estimate, at most once per interval, at
 /// the interval's cadence, through a one-pending-job mailbox.

@@ -2,8 +2,9 @@ import Glibc
 import SystemSupport
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
-/// Discovery (Backend/Discovery.swift) on embedded devices, through ``DeviceIO`` as on libiio:
+/// Discovery (IIOMotionCore's Device/Discovery.swift) on embedded devices, through ``DeviceIO`` as on libiio:
 /// the channels it finds, the scale, offset and mount-matrix files it reads in the kernel's order,
 /// udev's matrix over the kernel's, and the error naming device and file for a broken attribute.
 @Suite("Discovery on embedded devices", .timeLimit(.minutes(1)))

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import SystemSupport
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 /// An IIO device in memory, for running ``DeviceCapture`` in-process (as swift-nio's
 /// EmbeddedChannel runs a channel's handlers): its folder is a dictionary of file texts, its

@@ -1,5 +1,6 @@
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 @Suite("Error descriptions", .timeLimit(.minutes(3)))
 struct ErrorTests {

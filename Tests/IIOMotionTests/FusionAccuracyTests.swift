@@ -1,5 +1,6 @@
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 import Glibc
 
 // MARK: - Accuracy against ground truth

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 /// A real recording guards the filter: an excerpt of BROAD trial 08 (fast rotations and a still
 /// break; D. Laidig, M. Caruso, A. Cereatti, T. Seel, "BROAD — A Benchmark for Robust Inertial

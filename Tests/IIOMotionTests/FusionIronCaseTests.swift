@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import IIOSimKit
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 // The magnetometer's calibration on iio-sim's iron case, run through the fusion in process and
 // deterministically: iio-sim's hand-held motion with a steel object passing at 60 s (its

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import IIOSimKit
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 // Device motion without a magnetometer on iio-sim's life motions, in process and
 // deterministically: each motion's `MotionScript` rendered as a BMI160 reads it at 200 Hz

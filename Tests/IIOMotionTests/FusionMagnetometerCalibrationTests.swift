@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 // The magnetometer's online calibration (MagnetometerCalibrator) and its use by the filter and
 // the fusion: a hard-iron offset and a soft-iron matrix like a board's, learned while the device

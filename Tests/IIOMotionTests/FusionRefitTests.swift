@@ -1,5 +1,6 @@
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 /// Issue O2 (c): the magnetometer calibration's refits run off the sample path, and what the
 /// sample path does for them is bounded. Counted in work (refits, stored samples visited), not

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 @Suite("Device motion starts without a usable acceleration", .timeLimit(.minutes(3)))
 struct FusionStartTests {

@@ -1,5 +1,6 @@
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 import Glibc
 
 // Sensor fusion against ground truth. Each scenario is a known attitude trajectory; the test

@@ -1,5 +1,6 @@
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 @Suite("Kernel quirks: scales published in another unit than the ABI's", .timeLimit(.minutes(1)))
 struct KernelQuirksTests {

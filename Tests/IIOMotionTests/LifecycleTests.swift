@@ -3,6 +3,7 @@ import Foundation
 import SystemSupport
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 /// Releasing a manager stops everything it runs; no thread outlives it. Driven through a scripted
 /// source, so each step is deterministic; every wait is bounded.

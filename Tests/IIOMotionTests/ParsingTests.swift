@@ -1,5 +1,6 @@
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 @Suite("Strict attribute parsing", .timeLimit(.minutes(3)))
 struct ParsingTests {

@@ -3,6 +3,7 @@ import Foundation
 import SystemSupport
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 /// Any method of the manager may be called from any of its callbacks, including stopping the very
 /// updates being delivered: no deadlock (every wait here is bounded), no crash.

@@ -1,6 +1,7 @@
 import Foundation
 import IIOSimKit
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 /// iio-sim's motion script as an IMU reads it, in process and deterministically: the simulator's
 /// own `MotionScript` (the same function of time it serves), with noise and bias drawn from a

@@ -1,6 +1,7 @@
 import IIOScanFormat
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 
 /// `[be|le]:[s|u]bits/storage>>shift`, as the kernel writes it in `scan_elements/*_type`.

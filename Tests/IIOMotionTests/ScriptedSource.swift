@@ -3,6 +3,7 @@ import Foundation
 import SystemSupport
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 /// A scripted device for the unit tests: a ``CaptureSource`` whose capture thread (a real
 /// ``JoinableThread``, so a capture thread to the library) delivers exactly what the test sends,

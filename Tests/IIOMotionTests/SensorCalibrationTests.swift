@@ -1,5 +1,6 @@
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 @Suite("Accelerometer and gyroscope calibration", .timeLimit(.minutes(3)))
 struct SensorCalibrationTests {

@@ -3,6 +3,7 @@ import Foundation
 import SystemSupport
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 /// Every async sequence ends when its updates end; cancelling its task stops them; batch
 /// sequences keep to ``MotionManager/maximumBatchBacklog``.

@@ -3,6 +3,7 @@ import Foundation
 import SystemSupport
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 
 /// Races that scenarios once found by running fifty times in a subprocess, made deterministic:
 /// the scripted source holds each window open while the competing call is made.

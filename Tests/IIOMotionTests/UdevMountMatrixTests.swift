@@ -3,6 +3,8 @@ import Glibc
 import SystemSupport
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
+import IIOMotionLibIIO
 
 /// udev's sensor database (issue 33): the matrix text systemd's hwdb carries, which matrix wins
 /// (the caller's, udev's, the kernel's, the identity), and ACCEL_LOCATION in the automatic choice.

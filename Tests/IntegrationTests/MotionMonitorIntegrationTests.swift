@@ -252,7 +252,7 @@ struct MotionMonitorIntegrationTests {
 }
 
 /// Drivers of Linux 6.1 whose published scale is not in the ABI's unit
-/// (Sources/IIOMotion/Backend/KernelQuirks.swift): their recorded fixtures read corrected.
+/// (Sources/IIOMotionCore/Device/KernelQuirks.swift): their recorded fixtures read corrected.
 @Suite("motion-monitor on kernel quirks recorded from Linux 6.1", .timeLimit(.minutes(10)),
        .enabled(if: Tools.ready, Comment(rawValue: Tools.notReadyReason)))
 struct KernelQuirkReadingTests {

@@ -1,5 +1,6 @@
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 @testable import motion_monitor
 
 // The CLI's side of issue H: `--sensor magnetometer|motion`, `--reference-frame`, the pinned

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 @testable import motion_monitor
 
 private func reading(_ x: Double, _ y: Double, _ z: Double, kind: SensorKind = .accelerometer, t: Double = 812.25) -> Reading {

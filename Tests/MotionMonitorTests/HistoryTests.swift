@@ -1,6 +1,7 @@
 import Glibc
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 @testable import motion_monitor
 
 @Suite("The live view's history chart", .timeLimit(.minutes(3)))

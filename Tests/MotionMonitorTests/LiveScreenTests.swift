@@ -1,5 +1,6 @@
 import Testing
 @testable import IIOMotion
+@testable import IIOMotionCore
 @testable import motion_monitor
 
 private func panel(_ kind: SensorKind = .accelerometer, latest: AxisValues? = AxisValues(x: 0.5, y: -0.25, z: -1),

@@ -1,14 +1,14 @@
-internal import Dispatch
-internal import Glibc
+package import Dispatch
+package import Glibc
 
 /// One refill's scans: the first scan, the number of bytes read and the size of one scan.
-typealias Scans = (start: UnsafeRawPointer, bytes: Int, step: Int)
+package typealias Scans = (start: UnsafeRawPointer, bytes: Int, step: Int)
 
 /// One IIO device as a capture uses it: its attributes, its trigger, its buffer, and the clock the
 /// capture keeps time by. This is everything ``DeviceCapture`` (with ``DeviceSettings`` and
 /// ``PolledReader``) asks of libiio.
 ///
-/// ``LibIIODevice`` implements it on libiio; the unit tests implement it with an embedded device
+/// ``LibIIODevice`` (IIOMotionLibIIO) implements it on libiio; the unit tests implement it with an embedded device
 /// (scripted attributes, scans and failures, and a virtual clock), so the capture's decisions run
 /// in-process. ``DeviceCapture`` is generic over it, so the refill path calls the implementation
 /// directly (no existential box, no allocation).
@@ -16,7 +16,7 @@ typealias Scans = (start: UnsafeRawPointer, bytes: Int, step: Int)
 /// Every call is made on the capture's own thread, except ``DeviceBuffer/cancel()`` (it is
 /// `Sendable` so that the thread can be handed it).
 /// Errors are positive errno values.
-protocol DeviceIO: AnyObject, Sendable {
+package protocol DeviceIO: AnyObject, Sendable {
     associatedtype Buffer: DeviceBuffer
 
     /// Whether the device is on this machine: its sysfs folder readable, its clocks this machine's
@@ -70,7 +70,7 @@ protocol DeviceIO: AnyObject, Sendable {
 
 /// A device's open buffer. Created, refilled and destroyed on the capture's thread; ``cancel()``
 /// may come from any thread.
-protocol DeviceBuffer: AnyObject, Sendable {
+package protocol DeviceBuffer: AnyObject, Sendable {
     /// Blocks until a refill's worth of scans arrived, the timeout passed, or ``cancel()``.
     func refill() -> Result<Scans, MotionError.Errno>
     /// Makes a blocked refill return at once (permanently: the buffer must then be destroyed).

@@ -40,7 +40,7 @@ package enum FuzzingEntryPoints {
     // MARK: Scan decoding
 
     /// Whether the library would stream a channel of this format through a buffer (the gate
-    /// IIOContext applies, ``ScanFormat/isDecodable``); it polls the sensor, or dates scans by the
+    /// IIOMotionLibIIO's IIOContext applies, ``ScanFormat/isDecodable``); it polls the sensor, or dates scans by the
     /// read time, otherwise.
     package static func isDecodable(_ format: ScanFormat) -> Bool { format.isDecodable }
 

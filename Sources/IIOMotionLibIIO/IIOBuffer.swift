@@ -1,12 +1,13 @@
 internal import CIIOShim
 internal import Glibc
-import SystemSupport
+package import IIOMotionCore
+internal import SystemSupport
 
 /// Owns one libiio buffer (`struct iio_buffer *`); ``destroy()`` (or `deinit`) destroys it, which
 /// disables the kernel buffer and its channels.
 ///
 /// One capture thread creates, refills and destroys it; any thread may ``cancel()`` it.
-final class IIOBuffer: DeviceBuffer, @unchecked Sendable { // refill and destroy run on the owning thread only; cancel, the one call made elsewhere, is libiio's one documented thread-safe call and is serialised with destroy by `destroyed`'s lock
+package final class IIOBuffer: DeviceBuffer, @unchecked Sendable { // refill and destroy run on the owning thread only; cancel, the one call made elsewhere, is libiio's one documented thread-safe call and is serialised with destroy by `destroyed`'s lock
     private let handle: OpaquePointer
     /// Kept so the context outlives its buffer.
     let context: IIOContext
@@ -27,7 +28,7 @@ final class IIOBuffer: DeviceBuffer, @unchecked Sendable { // refill and destroy
 
     /// Destroys the buffer now (idempotent; owning thread): the kernel buffer is disabled when this
     /// returns, so that attributes the kernel refuses to change while it runs (EBUSY) can be put back.
-    func destroy() {
+    package func destroy() {
         destroyed.withLock { done in
             guard !done else { return }
             done = true
@@ -37,7 +38,7 @@ final class IIOBuffer: DeviceBuffer, @unchecked Sendable { // refill and destroy
 
     /// Blocks until the buffer is full, the context's timeout passes, or ``cancel()``.
     /// - Returns: the first scan, the number of bytes read and the scan size; or a positive errno.
-    func refill() -> Result<Scans, MotionError.Errno> {
+    package func refill() -> Result<Scans, MotionError.Errno> {
         var start: UnsafePointer<UInt8>?
         var step = 0
         let n = iioshim_buffer_refill(handle, &start, &step)
@@ -47,14 +48,14 @@ final class IIOBuffer: DeviceBuffer, @unchecked Sendable { // refill and destroy
     }
 
     /// Makes a blocked refill return at once (permanently: the buffer must then be destroyed).
-    func cancel() {
+    package func cancel() {
         destroyed.withLock { done in
             if !done { iioshim_buffer_cancel(handle) }
         }
     }
 
     /// The byte offset of a channel's element within a scan, by libiio's own layout.
-    func offset(ofChannel channel: Int) -> Int? {
+    package func offset(ofChannel channel: Int) -> Int? {
         context.withHandle { ctx in
             let r = iioshim_buffer_channel_offset(handle, ctx, UInt32(device), UInt32(channel))
             return r < 0 ? nil : r

@@ -195,84 +195,6 @@ public struct KernelOffsets: Sendable, Hashable {
         return sign + String(whole) + "." + String(repeating: "0", count: decimals - fraction.count) + fraction
     }
 
-    /// Reads a sensor's three calibbias files.
-    /// - Parameters:
-    ///   - sensor: an accelerometer or gyroscope.
-    ///   - uri: the IIO context's URI.
-    /// - Returns: x, y, z counts.
-    /// - Throws: ``MotionError`` naming the device and file when one is missing or not a number.
-    public static func read(_ sensor: SensorInfo, uri: String) throws(MotionError) -> [Int] {
-        let (context, index) = try open(sensor, uri: uri)
-        var values: [Int] = []
-        for file in files(for: sensor.kind) {
-            switch context.readDeviceFile(index, file) {
-            case let .success(text):
-                guard let v = count(text, layout: layout(driver: sensor.deviceName, kind: sensor.kind)) else {
-                    throw MotionError.notANumber(device: sensor.deviceDescription, file: file, text: text)
-                }
-                values.append(v)
-            case let .failure(e):
-                throw MotionError(code: e.rawValue == ENOENT ? .notAvailable : MotionError.code(forErrno: e.rawValue),
-                                  underlyingErrno: e.rawValue, call: "read", device: sensor.deviceDescription, attribute: file,
-                                  detail: "\(file) of \(sensor.deviceDescription) cannot be read (\(e))")
-            }
-        }
-        return values
-    }
-
-    /// Writes a sensor's three calibbias files and reads them back. When a write fails, or a file
-    /// reads back other than written, the files already written are put back to what they held
-    /// before, and the error says so (or says which could not be put back): the device is never
-    /// left with some axes written and others not.
-    /// - Parameters:
-    ///   - values: x, y, z counts.
-    ///   - sensor: an accelerometer or gyroscope.
-    ///   - uri: the IIO context's URI.
-    /// - Throws: ``MotionError`` naming the device and file (``MotionError/Code/permissionDenied``
-    ///   when not root), or when a file reads back other than written.
-    public static func write(_ values: [Int], to sensor: SensorInfo, uri: String) throws(MotionError) {
-        let before = try read(sensor, uri: uri)
-        let (context, index) = try open(sensor, uri: uri)
-        let names = files(for: sensor.kind)
-        let layout = layout(driver: sensor.deviceName, kind: sensor.kind)
-        /// Puts files `0..<count` back as they were; what happened, for the error's detail.
-        func undo(_ count: Int) -> String {
-            guard count > 0 else { return "" }
-            var back: [String] = [], failed: [String] = []
-            for i in 0..<count {
-                if let e = context.writeDevicePath(index, names[i], text(before[i], layout: layout)) {
-                    failed.append("\(names[i]) (\(e))")
-                } else {
-                    back.append("\(names[i]) = \(before[i])")
-                }
-            }
-            var text = back.isEmpty ? "" : "; put back as found: " + back.joined(separator: ", ")
-            if !failed.isEmpty {
-                text += "; could NOT be put back: " + failed.joined(separator: ", ")
-                    + " (they held " + before.map(String.init).joined(separator: " ") + ")"
-            }
-            return text
-        }
-        for (i, (file, v)) in zip(names, values).enumerated() {
-            if let range = layout?.range, !range.contains(v) {
-                throw MotionError(code: .invalidAttribute, device: sensor.deviceDescription, attribute: file,
-                                  detail: "\(v) does not fit \(file) of \(sensor.deviceDescription) (\(range.lowerBound)…\(range.upperBound))\(undo(i))")
-            }
-            if let e = context.writeDevicePath(index, file, text(v, layout: layout)) {
-                let root = e.rawValue == EACCES || e.rawValue == EPERM ? " (writing it needs root)" : ""
-                throw MotionError(code: MotionError.code(forErrno: e.rawValue), underlyingErrno: e.rawValue, call: "write",
-                                  device: sensor.deviceDescription, attribute: file,
-                                  detail: "\(file) of \(sensor.deviceDescription) cannot be written: \(e)\(root)\(undo(i))")
-            }
-        }
-        let back = try read(sensor, uri: uri)
-        if let i = (0..<3).first(where: { back[$0] != values[$0] }) {
-            let file = names[i]
-            throw MotionError(code: .invalidAttribute, device: sensor.deviceDescription, attribute: file,
-                              detail: "\(file) of \(sensor.deviceDescription) reads \(back[i]) after \(values[i]) was written\(undo(3))")
-        }
-    }
-
     /// Moves as much of `calibration`'s bias as the registers can take into them.
     /// - Parameters:
     ///   - calibration: the calibration measured with the registers at `current`.
@@ -304,12 +226,92 @@ public struct KernelOffsets: Sendable, Hashable {
         c.kernel = offsets
         return (offsets, c)
     }
+}
 
-    private static func open(_ sensor: SensorInfo, uri: String) throws(MotionError) -> (IIOContext, Int) {
-        let context = try IIOContext(uri: uri)
-        guard let index = context.deviceIndex(id: sensor.deviceID) else {
-            throw MotionError(code: .notAvailable, device: sensor.deviceDescription, detail: "\(sensor.deviceID) is gone from \(uri)")
+/// The calibbias files read and written through a context's devices (``DeviceIO``): the public
+/// ``read(_:uri:)`` and ``write(_:to:uri:)`` (in the IIOMotion target) on a libiio context.
+extension KernelOffsets {
+    /// Reads a sensor's three calibbias files on `context`.
+    /// - Parameters:
+    ///   - sensor: an accelerometer or gyroscope.
+    ///   - context: an open context holding the sensor's device.
+    /// - Returns: x, y, z counts.
+    /// - Throws: ``MotionError`` naming the device and file when one is missing or not a number.
+    package static func read(_ sensor: SensorInfo, in context: some DeviceContext) throws(MotionError) -> [Int] {
+        let device = try device(of: sensor, in: context)
+        var values: [Int] = []
+        for file in files(for: sensor.kind) {
+            switch device.readAttributeFile(file) {
+            case let .success(text):
+                guard let v = count(text, layout: layout(driver: sensor.deviceName, kind: sensor.kind)) else {
+                    throw MotionError.notANumber(device: sensor.deviceDescription, file: file, text: text)
+                }
+                values.append(v)
+            case let .failure(e):
+                throw MotionError(code: e.rawValue == ENOENT ? .notAvailable : MotionError.code(forErrno: e.rawValue),
+                                  underlyingErrno: e.rawValue, call: "read", device: sensor.deviceDescription, attribute: file,
+                                  detail: "\(file) of \(sensor.deviceDescription) cannot be read (\(e))")
+            }
         }
-        return (context, index)
+        return values
+    }
+
+    /// Writes a sensor's three calibbias files on `context` and reads them back; on a failure the
+    /// files already written are put back (``write(_:to:uri:)`` says more).
+    /// - Parameters:
+    ///   - values: x, y, z counts.
+    ///   - sensor: an accelerometer or gyroscope.
+    ///   - context: an open context holding the sensor's device.
+    /// - Throws: ``MotionError`` naming the device and file, or when a file reads back other than written.
+    package static func write(_ values: [Int], to sensor: SensorInfo, in context: some DeviceContext) throws(MotionError) {
+        let before = try read(sensor, in: context)
+        let device = try device(of: sensor, in: context)
+        let names = files(for: sensor.kind)
+        let layout = layout(driver: sensor.deviceName, kind: sensor.kind)
+        /// Puts files `0..<count` back as they were; what happened, for the error's detail.
+        func undo(_ count: Int) -> String {
+            guard count > 0 else { return "" }
+            var back: [String] = [], failed: [String] = []
+            for i in 0..<count {
+                if let e = device.writeFile(names[i], text(before[i], layout: layout)) {
+                    failed.append("\(names[i]) (\(e))")
+                } else {
+                    back.append("\(names[i]) = \(before[i])")
+                }
+            }
+            var text = back.isEmpty ? "" : "; put back as found: " + back.joined(separator: ", ")
+            if !failed.isEmpty {
+                text += "; could NOT be put back: " + failed.joined(separator: ", ")
+                    + " (they held " + before.map(String.init).joined(separator: " ") + ")"
+            }
+            return text
+        }
+        for (i, (file, v)) in zip(names, values).enumerated() {
+            if let range = layout?.range, !range.contains(v) {
+                throw MotionError(code: .invalidAttribute, device: sensor.deviceDescription, attribute: file,
+                                  detail: "\(v) does not fit \(file) of \(sensor.deviceDescription) (\(range.lowerBound)…\(range.upperBound))\(undo(i))")
+            }
+            if let e = device.writeFile(file, text(v, layout: layout)) {
+                let root = e.rawValue == EACCES || e.rawValue == EPERM ? " (writing it needs root)" : ""
+                throw MotionError(code: MotionError.code(forErrno: e.rawValue), underlyingErrno: e.rawValue, call: "write",
+                                  device: sensor.deviceDescription, attribute: file,
+                                  detail: "\(file) of \(sensor.deviceDescription) cannot be written: \(e)\(root)\(undo(i))")
+            }
+        }
+        let back = try read(sensor, in: context)
+        if let i = (0..<3).first(where: { back[$0] != values[$0] }) {
+            let file = names[i]
+            throw MotionError(code: .invalidAttribute, device: sensor.deviceDescription, attribute: file,
+                              detail: "\(file) of \(sensor.deviceDescription) reads \(back[i]) after \(values[i]) was written\(undo(3))")
+        }
+    }
+
+    /// The sensor's device in `context`.
+    /// - Throws: ``MotionError`` (``MotionError/Code/notAvailable``) when it is gone.
+    private static func device<Context: DeviceContext>(of sensor: SensorInfo, in context: Context) throws(MotionError) -> Context.Device {
+        guard let device = context.device(id: sensor.deviceID) else {
+            throw MotionError(code: .notAvailable, device: sensor.deviceDescription, detail: "\(sensor.deviceID) is gone from \(context.uri)")
+        }
+        return device
     }
 }

@@ -15,10 +15,3 @@ enum ClockNames {
         }
     }
 }
-
-/// Nanoseconds on `clock`.
-func nanoseconds(_ clock: clockid_t) -> Int64 {
-    var ts = timespec()
-    clock_gettime(clock, &ts)
-    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-}

@@ -1,5 +1,6 @@
 internal import CIIOShim
-import IIOScanFormat
+internal import IIOMotionCore
+internal import IIOScanFormat
 
 /// Owns one libiio context (`struct iio_context *`); `deinit` destroys it.
 ///

@@ -54,7 +54,7 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
         /// - Parameter rawValue: the errno value.
         public init(rawValue: Int32) { self.rawValue = rawValue }
 
-        init(_ rawValue: Int32) { self.rawValue = rawValue }
+        package init(_ rawValue: Int32) { self.rawValue = rawValue }
 
         /// Its `<errno.h>` name, e.g. `"EACCES"`, for the values this library meets; nil otherwise.
         public var name: String? { errnoName(rawValue) }
@@ -195,7 +195,7 @@ public struct MotionError: Error, CustomStringConvertible, Sendable, Hashable {
     }
 
     /// An error for a failed `iio_create_context_from_uri`.
-    static func contextFailure(uri: String, errno e: Int32) -> MotionError {
+    package static func contextFailure(uri: String, errno e: Int32) -> MotionError {
         let code: Code = (e == EACCES || e == EPERM) ? .permissionDenied : .contextUnavailable
         return MotionError(code: code, underlyingErrno: e, call: "iio_create_context_from_uri", uri: uri)
     }

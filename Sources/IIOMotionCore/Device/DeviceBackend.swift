@@ -1,6 +1,6 @@
 /// The devices of one IIO context as discovery walks them: libiio's context in production
-/// (``LibIIOContext``), a list of embedded devices in the unit tests.
-protocol DeviceContext: AnyObject, Sendable {
+/// (``LibIIOContext``, in the IIOMotionLibIIO target), a list of embedded devices in the unit tests.
+package protocol DeviceContext: AnyObject, Sendable {
     associatedtype Device: DeviceIO
 
     /// The URI the context was opened on (`"local:"`, `"ip:HOST"`).
@@ -19,8 +19,8 @@ protocol DeviceContext: AnyObject, Sendable {
 /// Where a ``MotionManager`` gets its devices: it opens contexts, for discovery and for each
 /// capture (a capture opens a context of its own, so that its thread shares no libiio state).
 ///
-/// ``LibIIOBackend`` in production; the unit tests give a manager embedded devices through it.
-protocol DeviceBackend: Sendable {
+/// ``LibIIOBackend`` (IIOMotionLibIIO) in production; the unit tests give a manager embedded devices through it.
+package protocol DeviceBackend: Sendable {
     associatedtype Context: DeviceContext
 
     /// Opens a context on `uri`.

@@ -40,7 +40,7 @@ extension MotionManager {
         }
         state.withLock { s in
             guard var plan = s.chosen[kind] else { return }
-            settings.apply(to: &plan.info, uri: uri)
+            settings.apply(to: &plan.info, uri: uri, context: try? s.discovery.get().context)
             s.chosen[kind] = plan
         }
     }
@@ -60,9 +60,12 @@ struct CalibrationSettings: Sendable {
 
     /// A calibration whose offsets were partly written into the driver's calibbias files, with its
     /// bias made right for what the files hold now: a chip resets them at power-up, and then the
-    /// software takes back the part the registers no longer take. Unchanged when they cannot be read.
-    static func followingRegisters(_ c: SensorCalibration, info: SensorInfo, uri: String) -> SensorCalibration {
-        guard let k = c.kernel, let now = try? KernelOffsets.read(info, uri: uri), now.count == 3, now != k.written else { return c }
+    /// software takes back the part the registers no longer take. Unchanged when they cannot be read
+    /// (or there is no `context` to read them in).
+    static func followingRegisters(_ c: SensorCalibration, info: SensorInfo, context: (any DeviceContext)?) -> SensorCalibration {
+        guard let k = c.kernel, let context, let now = try? KernelOffsets.read(info, in: context), now.count == 3,
+              now != k.written
+        else { return c }
         var adjusted = c
         adjusted.bias = AxisValues(x: c.bias.x + Double(now[0] - k.written[0]) * k.unit,
                                    y: c.bias.y + Double(now[1] - k.written[1]) * k.unit,
@@ -71,7 +74,11 @@ struct CalibrationSettings: Sendable {
     }
 
     /// Puts the calibration for `info`'s sensor (or none) into `info`.
-    func apply(to info: inout SensorInfo, uri: String) {
+    /// - Parameters:
+    ///   - info: the sensor.
+    ///   - uri: the context's URI, which stored calibrations are filed under.
+    ///   - context: the open context the sensor was discovered in, where its calibbias files are read.
+    func apply(to info: inout SensorInfo, uri: String, context: (any DeviceContext)?) {
         info.calibration = nil
         info.calibrationProblem = nil
         guard info.kind != .magnetometer else { return }
@@ -85,7 +92,7 @@ struct CalibrationSettings: Sendable {
         case .stored:
             do throws(MotionError) {
                 info.calibration = try SensorCalibration.stored(for: info, uri: uri, folder: folder).map {
-                    Self.followingRegisters($0, info: info, uri: uri)
+                    Self.followingRegisters($0, info: info, context: context)
                 }
             } catch {
                 info.calibrationProblem = error

@@ -46,7 +46,7 @@ struct CaptureStatus: Sendable {
 /// One device's capture: a dedicated thread owns the device's buffer (or polls its `raw`
 /// files), decodes every scan without allocating per sample, and hands batches to `deliver`.
 ///
-/// It runs on any ``DeviceIO``: ``LibIIODevice`` in production, an embedded device in the unit
+/// It runs on any ``DeviceIO``: ``LibIIODevice`` (IIOMotionLibIIO) in production, an embedded device in the unit
 /// tests. The thread opens the device, and every call on it is made there.
 ///
 /// Other threads only call ``stop()``, which cancels the buffer (libiio's one thread-safe call)

@@ -1,7 +1,7 @@
 /// How a buffered capture sizes its refills and the kernel buffer behind them.
-enum RefillSizing {
+package enum RefillSizing {
     /// `seconds` as libiio's timeout, in milliseconds rounded up.
-    static func milliseconds(_ seconds: Double) -> UInt32 {
+    package static func milliseconds(_ seconds: Double) -> UInt32 {
         UInt32(min(seconds * 1000, Double(UInt32.max)).rounded(.up))
     }
 
