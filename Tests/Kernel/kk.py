@@ -103,7 +103,7 @@ def mount_matrix(dev, prefix):
 
 
 # Drivers whose published scale is not in the ABI's unit, and the factor IIOMotion corrects it by
-# (Sources/IIOMotion/Backend/KernelQuirks.swift, which names the kernel line): device name -> {kind: factor}.
+# (Sources/IIOMotionCore/Device/KernelQuirks.swift, which names the kernel line): device name -> {kind: factor}.
 # hmc5843_core.c:86 "Scaling factors: 10000000/Gain" as IIO_VAL_INT_PLUS_NANO is 0.01/Gain, not gauss.
 SCALE_QUIRKS = {n: {"magnetometer": 100.0} for n in ("hmc5843", "hmc5883", "hmc5883l", "hmc5983")}
 # fxas21002c_core.c:609-614 publishes range/32 (62.5 at ±2000 °/s): millidegrees per second, not rad/s.
