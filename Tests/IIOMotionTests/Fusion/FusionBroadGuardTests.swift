@@ -28,7 +28,8 @@ struct FusionBroadGuardTests {
 
     static func rows() throws -> [Row] {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("fixtures/broad/08-excerpt.csv").path
+            .deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("fixtures/broad/08-excerpt.csv").path
         let text = try String(contentsOfFile: path, encoding: .utf8)
         var rows: [Row] = []
         for line in text.split(separator: "\n") where !line.hasPrefix("#") && !line.hasPrefix("t,") {
