@@ -50,10 +50,11 @@ internal import Glibc
 /// ``DeviceMotionFusion`` with ``MagnetometerCalibrator`` and applied here with its accuracy
 /// level; a new fit restarts the heading's fast convergence, a refinement moves the field's
 /// reference with it and is applied only if it does not make the heading's scatter over the
-/// last accepted field samples clearly wider, ``admits(_:over:at:)``), Core Motion's reference frames (arbitrary: the gyroscope and gravity;
-/// corrected: the magnetometer keeps the arbitrary heading from drifting; north), the field
-/// sample turned with the device to the gyroscope's time, timestamps with gaps, and the
-/// estimate's outputs (gravity, user acceleration, bias-corrected rate, calibrated field).
+/// last accepted field samples clearly wider, ``admits(_:over:at:)``), Core Motion's reference
+/// frames (arbitrary: the gyroscope and gravity; corrected: the magnetometer keeps the
+/// arbitrary heading from drifting; north), the field sample turned with the device to the
+/// gyroscope's time, timestamps with gaps, and the estimate's outputs (gravity, user
+/// acceleration, bias-corrected rate, calibrated field).
 ///
 /// ## Units
 /// Core Motion's throughout: acceleration in g with Core Motion's sign (face up reads
@@ -181,7 +182,8 @@ package struct AttitudeFilter: Sendable {
         if let offset = configuration.hardIronOffset {
             m = m - Vector3(offset)
         } else if configuration.calibratesMagnetometer {
-            if usesMagnetometer, isInitialized, timestamp - fieldWindow.lastNoted >= configuration.magnetometerTimeConstant / Double(FieldWindow.capacity) {
+            let spacing = configuration.magnetometerTimeConstant / Double(FieldWindow.capacity)
+            if usesMagnetometer, isInitialized, timestamp - fieldWindow.lastNoted >= spacing {
                 fieldWindow.lastNoted = timestamp
                 windowCandidate = (m, inclination.multiplied(by: gyroQuaternion))
             }
@@ -560,8 +562,8 @@ package struct AttitudeFilter: Sendable {
     /// it turns the heading by 10° or more while strength and dip stay within the disturbance
     /// tolerances). A fit held back is tested again when the fit changes, or after
     /// ``Configuration/magnetometerTimeConstant`` (the window then holds other samples).
-    private mutating func admits(_ fit: (offset: Vector3, softIron: Matrix3), over applied: (offset: Vector3, softIron: Matrix3),
-                                 at timestamp: Double) -> Bool {
+    private mutating func admits(_ fit: (offset: Vector3, softIron: Matrix3),
+                                 over applied: (offset: Vector3, softIron: Matrix3), at timestamp: Double) -> Bool {
         if let t = testedFit, t.offset == fit.offset, t.softIron == fit.softIron,
            timestamp - t.time < configuration.magnetometerTimeConstant {
             return t.admitted
