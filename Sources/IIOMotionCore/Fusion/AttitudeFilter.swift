@@ -49,10 +49,12 @@ internal import Glibc
 /// What is this project's own: the magnetometer's calibration (hard and soft iron, learned by
 /// ``DeviceMotionFusion`` with ``MagnetometerCalibrator`` and applied here with its accuracy
 /// level; a new fit restarts the heading's fast convergence, a refinement moves the field's
-/// reference with it), Core Motion's reference frames (arbitrary: the gyroscope and gravity;
-/// corrected: the magnetometer keeps the arbitrary heading from drifting; north), the field
-/// sample turned with the device to the gyroscope's time, timestamps with gaps, and the
-/// estimate's outputs (gravity, user acceleration, bias-corrected rate, calibrated field).
+/// reference with it and is applied only if it does not make the heading's scatter over the
+/// last accepted field samples clearly wider, ``admits(_:over:at:)``), Core Motion's reference
+/// frames (arbitrary: the gyroscope and gravity; corrected: the magnetometer keeps the
+/// arbitrary heading from drifting; north), the field sample turned with the device to the
+/// gyroscope's time, timestamps with gaps, and the estimate's outputs (gravity, user
+/// acceleration, bias-corrected rate, calibrated field).
 ///
 /// ## Units
 /// Core Motion's throughout: acceleration in g with Core Motion's sign (face up reads
@@ -71,6 +73,12 @@ package struct AttitudeFilter: Sendable {
     private static let newFieldMinimumRate = 20 * Double.pi / 180
     /// How much slower rejection time is regained than spent, and the gain's divisor past it.
     private static let rejectionFactor = 2.0
+    /// How much wider a refined calibration may make the heading's scatter over the
+    /// ``FieldWindow`` than the calibration in use and still be applied. The scatter holds
+    /// what no calibration changes (the estimate's tilt errors, which the field's dip
+    /// multiplies, sensor noise, the gyroscope's drift over the window), so only a fit that
+    /// is clearly worse for the heading waits.
+    private static let refinedFitScatterRatio = 1.1
 
     /// The reference frame estimates are given in.
     let referenceFrame: AttitudeReferenceFrame
@@ -137,6 +145,12 @@ package struct AttitudeFilter: Sendable {
     /// The fast start of the heading correction: the gain of the next sample (1, ½, ⅓, …), 0 once done.
     private var initialGain = 1.0
     private var appliedCalibration: (offset: Vector3, softIron: Matrix3)? = nil
+    /// The field samples a refined calibration is tested on (``admits(_:over:at:)``), and the
+    /// sample noted for it, added once the heading correction has accepted it.
+    private var fieldWindow = FieldWindow()
+    private var windowCandidate: (field: Vector3, attitude: Quaternion)?
+    /// The refined fit last tested, when, and whether it was admitted.
+    private var testedFit: (offset: Vector3, softIron: Matrix3, time: Double, admitted: Bool)?
 
     /// - Parameters:
     ///   - referenceFrame: the frame attitudes are given in; the magnetic-north frame's north is
@@ -168,6 +182,11 @@ package struct AttitudeFilter: Sendable {
         if let offset = configuration.hardIronOffset {
             m = m - Vector3(offset)
         } else if configuration.calibratesMagnetometer {
+            let spacing = configuration.magnetometerTimeConstant / Double(FieldWindow.capacity)
+            if usesMagnetometer, isInitialized, timestamp - fieldWindow.lastNoted >= spacing {
+                fieldWindow.lastNoted = timestamp
+                windowCandidate = (m, inclination.multiplied(by: gyroQuaternion))
+            }
             // The filter alone learns its own calibration; in ``DeviceMotionFusion`` it holds the
             // feed's `applying` copy, which takes nothing here.
             magnetometerCalibration.add(m)
@@ -176,12 +195,14 @@ package struct AttitudeFilter: Sendable {
                 let offset = magnetometerCalibration.offset, softIron = magnetometerCalibration.softIron
                 let calibrated = softIron * (m - offset)
                 if let applied = appliedCalibration {
-                    if applied.offset != offset || applied.softIron != softIron {
+                    if applied.offset != offset || applied.softIron != softIron,
+                       admits((offset, softIron), over: applied, at: timestamp) {
                         // A refined fit: the field's reference moves with it, so that the change
                         // is not taken for a disturbance.
                         moveReference(from: applied.softIron * (m - applied.offset), to: calibrated)
                         appliedCalibration = (offset, softIron)
                     }
+                    if let a = appliedCalibration { m = a.softIron * (m - a.offset) }
                 } else {
                     // The first fit: the field's reference is learned again from the calibrated
                     // field (provisionally, as at the start); the heading moves to it at the
@@ -190,8 +211,8 @@ package struct AttitudeFilter: Sendable {
                     reference = nil
                     provisional = false
                     candidateTime = 0
+                    m = calibrated
                 }
-                m = calibrated
             }
         }
         if let turn, turnedTo > timestamp {
@@ -413,6 +434,8 @@ package struct AttitudeFilter: Sendable {
         magnetometer = m
         guard timestamp - m.timestamp <= configuration.magnetometerMaximumAge else { isMagneticFieldAccepted = false; return }
         guard fresh else { return }
+        let noted = windowCandidate
+        windowCandidate = nil
         let dt = lastMagneticUpdate.map { min(max(m.timestamp - $0, 0), configuration.magnetometerMaximumAge) } ?? 0
         lastMagneticUpdate = m.timestamp
         let world = inclination.multiplied(by: gyroQuaternion).rotate(m.field)
@@ -450,6 +473,7 @@ package struct AttitudeFilter: Sendable {
             if initialGain * configuration.magnetometerTimeConstant < max(dt, 1e-3) { initialGain = 0 }
         }
         isMagneticFieldAccepted = !isDisturbed
+        if !isDisturbed, let noted { fieldWindow.append(field: noted.field, attitude: noted.attitude) }
         if !isDisturbed, initialGain == 0, dt > 0 {
             estimateVerticalBias(headingError: error, dt: dt)
         }
@@ -528,6 +552,28 @@ package struct AttitudeFilter: Sendable {
         }
     }
 
+    /// Whether a refined fit of the calibration replaces the one in use: unless the heading it
+    /// gives over the ``FieldWindow`` (the last accepted field samples, each with the attitude
+    /// without heading at its time) scatters more than ``refinedFitScatterRatio`` times as
+    /// widely as the one in use gives. The Earth's field keeps its heading in the frame the
+    /// gyroscope and gravity hold over the window's seconds, so a calibration that
+    /// is off turns the field's heading with the device, and its scatter grows (at a dip of 70°
+    /// the field's horizontal part is a third of it, and an offset error of a few µT across
+    /// it turns the heading by 10° or more while strength and dip stay within the disturbance
+    /// tolerances). A fit held back is tested again when the fit changes, or after
+    /// ``Configuration/magnetometerTimeConstant`` (the window then holds other samples).
+    private mutating func admits(_ fit: (offset: Vector3, softIron: Matrix3),
+                                 over applied: (offset: Vector3, softIron: Matrix3), at timestamp: Double) -> Bool {
+        if let t = testedFit, t.offset == fit.offset, t.softIron == fit.softIron,
+           timestamp - t.time < configuration.magnetometerTimeConstant {
+            return t.admitted
+        }
+        let admitted = fieldWindow.headingScatter(offset: fit.offset, softIron: fit.softIron)
+            <= Self.refinedFitScatterRatio * fieldWindow.headingScatter(offset: applied.offset, softIron: applied.softIron)
+        testedFit = (fit.offset, fit.softIron, timestamp, admitted)
+        return admitted
+    }
+
     /// Moves the field's reference and candidate by what a refined calibration changes in the
     /// field now (`old`, `new`: device frame).
     private mutating func moveReference(from old: Vector3, to new: Vector3) {
@@ -593,5 +639,56 @@ package struct AttitudeFilter: Sendable {
             heading: referenceFrame.isNorthReferenced ? DeviceMotion.heading(yaw: attitude.yaw) : -1,
             timestamp: timestamp
         )
+    }
+}
+
+/// The last ``capacity`` magnetometer samples the heading correction accepted as the Earth's
+/// field (one per ``capacity``-th of the magnetometer time constant), raw, each with the
+/// filter's attitude without heading (device → E) when it arrived: what
+/// ``AttitudeFilter`` tests a refined calibration on. Allocated once.
+struct FieldWindow: Sendable {
+    static let capacity = 128
+    private var fields: [Vector3]
+    private var attitudes: [Quaternion]
+    private var count = 0
+    private var next = 0
+    /// When the last sample was noted for the window.
+    var lastNoted = -Double.infinity
+
+    init() {
+        fields = [Vector3](repeating: .zero, count: Self.capacity)
+        attitudes = [Quaternion](repeating: .identity, count: Self.capacity)
+    }
+
+    /// Adds a sample (the oldest goes once ``capacity`` are kept).
+    mutating func append(field: Vector3, attitude: Quaternion) {
+        fields[next] = field
+        attitudes[next] = attitude
+        next = (next + 1) % Self.capacity
+        count = min(count + 1, Self.capacity)
+    }
+
+    /// The RMS (radians) of the samples' headings about their circular mean with the
+    /// calibration `W (m − c)` applied; 0 with fewer than two samples.
+    func headingScatter(offset: Vector3, softIron: Matrix3) -> Double {
+        guard count > 1 else { return 0 }
+        var sx = 0.0, sy = 0.0
+        for i in 0..<count {
+            let v = attitudes[i].rotate(softIron * (fields[i] - offset))
+            let h = (v.x * v.x + v.y * v.y).squareRoot()
+            guard h > 0 else { continue }
+            sx += v.x / h
+            sy += v.y / h
+        }
+        let mean = atan2(sx, sy)
+        var sum = 0.0
+        for i in 0..<count {
+            let v = attitudes[i].rotate(softIron * (fields[i] - offset))
+            var d = atan2(v.x, v.y) - mean
+            while d > .pi { d -= 2 * .pi }
+            while d < -.pi { d += 2 * .pi }
+            sum += d * d
+        }
+        return (sum / Double(count)).squareRoot()
     }
 }

@@ -326,6 +326,67 @@ struct MagnetometerCalibrationTests {
         #expect(n > 0 && rms < 2, "heading RMS \(rms)°")
     }
 
+    @Test("A refined fit that widens the heading's scatter is held back; one that does not is applied")
+    func refinedFitTestedOnTheHeading() throws {
+        // A calibration like a refit's, the offset `shift` µT from the truth.
+        func calibration(shift: Vector3) throws -> MagnetometerCalibrator {
+            let o = hardIron + shift
+            let text = """
+                \(MagnetometerCalibrator.header)
+                model ellipsoid
+                offset \(o.x) \(o.y) \(o.z)
+                soft-iron \(1 / gains.x) 0 0 0 \(1 / gains.y) 0 0 0 \(1 / gains.z)
+                strength \(earth.length)
+                vertical \(-earth.z)
+                residual 0.005
+                coverage 40
+                """
+            return try #require(MagnetometerCalibrator(text: text)).applying
+        }
+        // Right for 30 s; then a fit 6 µT off across the device's x (at this field's 66° dip, up to
+        // 17° of heading as the device turns) for 30 s; then one 0.3 µT off.
+        let right = try calibration(shift: .zero)
+        let wrong = try calibration(shift: Vector3(6, 0, 0))
+        let close = try calibration(shift: Vector3(0.3, 0, 0))
+        func turning(_ t: Double) -> Quaternion {
+            Attitude(roll: 0, pitch: 30 * Double.pi / 180, yaw: 60 * sin(0.23 * t) * .pi / 180).quaternion
+        }
+        var rng = SplitMix64(seed: 9)
+        var filter = AttitudeFilter(referenceFrame: .xMagneticNorthZVertical)
+        let rate = 200.0
+        var sumSq = 0.0, n = 0.0
+        var heldBack = 0.0, appliedLater = 0.0
+        for i in 0..<Int(75 * rate) {
+            let t = Double(i) / rate
+            let q = turning(t)
+            var raw: Vector3?
+            if i % 4 == 0 {
+                filter.magnetometerCalibration = t < 30 ? right : (t < 60 ? wrong : close)
+                let r = distorted(q.inverseRotate(earth), &rng)
+                filter.update(magnetometerAt: t, field: r.magneticField)
+                raw = r
+            }
+            let omega = bodyRate(turning, at: t)
+            let g = q.inverseRotate(Vector3(0, 0, -1))
+            guard let m = filter.update(timestamp: t, rotationRate: RotationRate(x: omega.x, y: omega.y, z: omega.z),
+                                        acceleration: g.acceleration) else { continue }
+            let field = Vector3(m.magneticField.field.x, m.magneticField.field.y, m.magneticField.field.z)
+            if let raw, (31..<60).contains(t) {
+                // The field the filter uses is the right fit's, not the wrong one's.
+                heldBack = max(heldBack, (field - right.calibrated(raw)).length)
+                let e = headingDifference(m.heading, DeviceMotion.heading(yaw: Attitude(quaternion: q).yaw))
+                sumSq += e * e
+                n += 1
+            }
+            if let raw, t >= 70 { appliedLater = max(appliedLater, (field - close.calibrated(raw)).length) }
+        }
+        let rms = (sumSq / max(n, 1)).squareRoot()
+        print("figure: a fit 6 µT off offered for 30 s: field used \(heldBack) µT from the right fit's, heading RMS \(rms)°; a fit 0.3 µT off: \(appliedLater) µT from it")
+        #expect(heldBack < 1e-6, "the wrong fit was applied: the field used is \(heldBack) µT from the right fit's")
+        #expect(n > 0 && rms < 1, "heading RMS \(rms)° while the wrong fit was offered")
+        #expect(appliedLater < 1e-6, "the close fit was not applied: the field used is \(appliedLater) µT from it")
+    }
+
     @Test("Calibrated, a steel object passing: what stays within the tolerance is learned, along the vertical, where it does not turn the heading")
     func steelPassAlongTheVertical() {
         // iio-sim's steel pass: a vertical magnetic dipole passing 1.5 m away at 1 m/s, 25 µT at
