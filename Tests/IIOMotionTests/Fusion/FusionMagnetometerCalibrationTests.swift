@@ -18,6 +18,23 @@ private func distorted(_ f: Vector3, _ rng: inout SplitMix64) -> Vector3 {
         + Vector3(0.4 * rng.normal(), 0.4 * rng.normal(), 0.4 * rng.normal())
 }
 
+/// A calibration like a refit's: the true soft iron, the offset `shift` µT from the truth, read
+/// from the calibration file's text and applying.
+private func refit(shift: Vector3) throws -> MagnetometerCalibrator {
+    let o = hardIron + shift
+    let text = """
+        \(MagnetometerCalibrator.header)
+        model ellipsoid
+        offset \(o.x) \(o.y) \(o.z)
+        soft-iron \(1 / gains.x) 0 0 0 \(1 / gains.y) 0 0 0 \(1 / gains.z)
+        strength \(earth.length)
+        vertical \(-earth.z)
+        residual 0.005
+        coverage 40
+        """
+    return try #require(MagnetometerCalibrator(text: text)).applying
+}
+
 /// A symmetric soft iron with strong off-axis terms: R · diag(1.2, 0.85, 1) · Rᵀ, R a rotation
 /// of 35° about (1, 2, 3).
 private let rotatedSoftIron: Matrix3 = {
@@ -275,20 +292,7 @@ struct MagnetometerCalibrationTests {
     @Test("Refits that move the calibration leave the heading loop without a transient: the bias about the vertical is still learned")
     func refitsKeepTheBiasLearned() throws {
         // A calibration like a refit's, the offset `shift` µT along the device's z from the truth.
-        func calibration(shift: Double) throws -> MagnetometerCalibrator {
-            let o = hardIron + Vector3(0, 0, shift)
-            let text = """
-                \(MagnetometerCalibrator.header)
-                model ellipsoid
-                offset \(o.x) \(o.y) \(o.z)
-                soft-iron \(1 / gains.x) 0 0 0 \(1 / gains.y) 0 0 0 \(1 / gains.z)
-                strength \(earth.length)
-                vertical \(-earth.z)
-                residual 0.005
-                coverage 40
-                """
-            return try #require(MagnetometerCalibrator(text: text)).applying
-        }
+        func calibration(shift: Double) throws -> MagnetometerCalibrator { try refit(shift: Vector3(0, 0, shift)) }
         let refits = [try calibration(shift: 1.5), try calibration(shift: -1.5)]
         // Turned to and fro about the vertical at a steady tilt: only the heading shows the bias
         // about the vertical.
@@ -328,21 +332,7 @@ struct MagnetometerCalibrationTests {
 
     @Test("A refined fit that widens the heading's scatter is held back; one that does not is applied")
     func refinedFitTestedOnTheHeading() throws {
-        // A calibration like a refit's, the offset `shift` µT from the truth.
-        func calibration(shift: Vector3) throws -> MagnetometerCalibrator {
-            let o = hardIron + shift
-            let text = """
-                \(MagnetometerCalibrator.header)
-                model ellipsoid
-                offset \(o.x) \(o.y) \(o.z)
-                soft-iron \(1 / gains.x) 0 0 0 \(1 / gains.y) 0 0 0 \(1 / gains.z)
-                strength \(earth.length)
-                vertical \(-earth.z)
-                residual 0.005
-                coverage 40
-                """
-            return try #require(MagnetometerCalibrator(text: text)).applying
-        }
+        func calibration(shift: Vector3) throws -> MagnetometerCalibrator { try refit(shift: shift) }
         // Right for 30 s; then a fit 6 µT off across the device's x (at this field's 66° dip, up to
         // 17° of heading as the device turns) for 30 s; then one 0.3 µT off.
         let right = try calibration(shift: .zero)
