@@ -553,8 +553,7 @@ class Guest:
             procs[name] = (self.tools.start(["--csv", path, "--quiet", "--interval", "0", "--device",
                                              self.dev[name]]), path)
         # Unplug once every log that can has rows, at most 45 s: eleven debug builds starting at once
-        # in a TCG guest took over 25 s on a loaded host (2 cores, load 6), where 20 s left four logs
-        # empty; on a quiet host they all have rows within a few seconds.
+        # in a TCG guest can take over 25 s on a loaded host; on a quiet one they have rows in seconds.
         deadline = time.monotonic() + 45
         while time.monotonic() < deadline:
             waiting = [n for n, (p, path) in procs.items() if p.poll() is None and
