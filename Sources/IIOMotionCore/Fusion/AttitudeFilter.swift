@@ -144,7 +144,9 @@ package struct AttitudeFilter: Sendable {
     private var rejectionTime = 0.0
     /// The fast start of the heading correction: the gain of the next sample (1, ½, ⅓, …), 0 once done.
     private var initialGain = 1.0
-    private var appliedCalibration: (offset: Vector3, softIron: Matrix3)? = nil
+    /// The calibration applied to the samples, with the accuracy its fit was given: while a refined
+    /// fit is held back (``admits(_:over:at:)``), the field's accuracy is this fit's, not the newest's.
+    private var appliedCalibration: (offset: Vector3, softIron: Matrix3, accuracy: MagneticFieldCalibrationAccuracy)? = nil
     /// The field samples a refined calibration is tested on (``admits(_:over:at:)``), and the
     /// sample noted for it, added once the heading correction has accepted it.
     private var fieldWindow = FieldWindow()
@@ -194,20 +196,22 @@ package struct AttitudeFilter: Sendable {
                 // The fit's parts, not a copy of the calibrator (a large value holding its samples' arrays).
                 let offset = magnetometerCalibration.offset, softIron = magnetometerCalibration.softIron
                 let calibrated = softIron * (m - offset)
+                let accuracy = magnetometerCalibration.accuracy
                 if let applied = appliedCalibration {
-                    if applied.offset != offset || applied.softIron != softIron,
-                       admits((offset, softIron), over: applied, at: timestamp) {
+                    if applied.offset == offset, applied.softIron == softIron {
+                        appliedCalibration?.accuracy = accuracy
+                    } else if admits((offset, softIron), over: (applied.offset, applied.softIron), at: timestamp) {
                         // A refined fit: the field's reference moves with it, so that the change
                         // is not taken for a disturbance.
                         moveReference(from: applied.softIron * (m - applied.offset), to: calibrated)
-                        appliedCalibration = (offset, softIron)
+                        appliedCalibration = (offset, softIron, accuracy)
                     }
                     if let a = appliedCalibration { m = a.softIron * (m - a.offset) }
                 } else {
                     // The first fit: the field's reference is learned again from the calibrated
                     // field (provisionally, as at the start); the heading moves to it at the
                     // heading correction's pace, not at once: a first fit is rough.
-                    appliedCalibration = (offset, softIron)
+                    appliedCalibration = (offset, softIron, accuracy)
                     reference = nil
                     provisional = false
                     candidateTime = 0
@@ -623,7 +627,8 @@ package struct AttitudeFilter: Sendable {
         let user = measured.map { $0 - gravity } ?? .zero
         var field = CalibratedMagneticField.unavailable
         if let m = magnetometer, abs(timestamp - m.timestamp) <= configuration.magnetometerMaximumAge {
-            let fitted = magnetometerCalibration.accuracy
+            let fitted = magnetometerCalibration.isCalibrated
+                ? appliedCalibration?.accuracy ?? magnetometerCalibration.accuracy : magnetometerCalibration.accuracy
             let learned: MagneticFieldCalibrationAccuracy = fitted == .uncalibrated ? .uncalibrated
                 : (isMagneticFieldAccepted || !usesMagnetometer ? fitted : .low)
             let accuracy: MagneticFieldCalibrationAccuracy = configuration.hardIronOffset == nil ? learned

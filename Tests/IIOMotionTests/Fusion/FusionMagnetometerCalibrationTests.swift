@@ -19,8 +19,8 @@ private func distorted(_ f: Vector3, _ rng: inout SplitMix64) -> Vector3 {
 }
 
 /// A calibration like a refit's: the true soft iron, the offset `shift` µT from the truth, read
-/// from the calibration file's text and applying.
-private func refit(shift: Vector3) throws -> MagnetometerCalibrator {
+/// from the calibration file's text and applying (`coverage` 40: accuracy medium; under 16: low).
+private func refit(shift: Vector3, coverage: Int = 40) throws -> MagnetometerCalibrator {
     let o = hardIron + shift
     let text = """
         \(MagnetometerCalibrator.header)
@@ -30,7 +30,7 @@ private func refit(shift: Vector3) throws -> MagnetometerCalibrator {
         strength \(earth.length)
         vertical \(-earth.z)
         residual 0.005
-        coverage 40
+        coverage \(coverage)
         """
     return try #require(MagnetometerCalibrator(text: text)).applying
 }
@@ -330,13 +330,14 @@ struct MagnetometerCalibrationTests {
         #expect(n > 0 && rms < 2, "heading RMS \(rms)°")
     }
 
-    @Test("A refined fit that widens the heading's scatter is held back; one that does not is applied")
+    @Test("A refined fit that widens the heading's scatter is held back (the field's accuracy stays the applied fit's); one that does not is applied")
     func refinedFitTestedOnTheHeading() throws {
         func calibration(shift: Vector3) throws -> MagnetometerCalibrator { try refit(shift: shift) }
         // Right for 30 s; then a fit 6 µT off across the device's x (at this field's 66° dip, up to
-        // 17° of heading as the device turns) for 30 s; then one 0.3 µT off.
+        // 17° of heading as the device turns), with a lower accuracy, for 30 s; then one 0.3 µT off.
         let right = try calibration(shift: .zero)
-        let wrong = try calibration(shift: Vector3(6, 0, 0))
+        let wrong = try refit(shift: Vector3(6, 0, 0), coverage: 10)
+        #expect(right.accuracy == .medium && wrong.accuracy == .low)
         let close = try calibration(shift: Vector3(0.3, 0, 0))
         func turning(_ t: Double) -> Quaternion {
             Attitude(roll: 0, pitch: 30 * Double.pi / 180, yaw: 60 * sin(0.23 * t) * .pi / 180).quaternion
@@ -346,6 +347,7 @@ struct MagnetometerCalibrationTests {
         let rate = 200.0
         var sumSq = 0.0, n = 0.0
         var heldBack = 0.0, appliedLater = 0.0
+        var accepted = 0, reportedOther = 0
         for i in 0..<Int(75 * rate) {
             let t = Double(i) / rate
             let q = turning(t)
@@ -364,6 +366,10 @@ struct MagnetometerCalibrationTests {
             if let raw, (31..<60).contains(t) {
                 // The field the filter uses is the right fit's, not the wrong one's.
                 heldBack = max(heldBack, (field - right.calibrated(raw)).length)
+                if filter.isMagneticFieldAccepted {
+                    accepted += 1
+                    if m.magneticField.accuracy != .medium { reportedOther += 1 }
+                }
                 let e = headingDifference(m.heading, DeviceMotion.heading(yaw: Attitude(quaternion: q).yaw))
                 sumSq += e * e
                 n += 1
@@ -373,6 +379,8 @@ struct MagnetometerCalibrationTests {
         let rms = (sumSq / max(n, 1)).squareRoot()
         print("figure: a fit 6 µT off offered for 30 s: field used \(heldBack) µT from the right fit's, heading RMS \(rms)°; a fit 0.3 µT off: \(appliedLater) µT from it")
         #expect(heldBack < 1e-6, "the wrong fit was applied: the field used is \(heldBack) µT from the right fit's")
+        #expect(accepted > 0 && reportedOther == 0,
+                "\(reportedOther) of \(accepted) accepted fields reported an accuracy other than the applied fit's (medium)")
         #expect(n > 0 && rms < 1, "heading RMS \(rms)° while the wrong fit was offered")
         #expect(appliedLater < 1e-6, "the close fit was not applied: the field used is \(appliedLater) µT from it")
     }
