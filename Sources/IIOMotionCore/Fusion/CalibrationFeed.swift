@@ -144,8 +144,8 @@ struct CalibrationFeed: Sendable {
         guard v.isFinite, sample.timestamp.isFinite else { return false }
         if let t = lastFieldTime, sample.timestamp > t {
             // The calibration is fitted again at most every ``refitPeriod`` of the magnetometer's
-            // time, whatever its rate (issue O2 c: at 286 Hz a refit every 40 samples cost 245 µs
-            // per sample on average).
+            // time, whatever its rate (at 286 Hz a refit every 40 samples would take most of the
+            // sample path's time).
             fieldInterval += 0.05 * (min(sample.timestamp - t, 1) - fieldInterval)
             calibrator.refitEvery = max(40, Int(Self.refitPeriod / max(fieldInterval, 1e-4)))
         }

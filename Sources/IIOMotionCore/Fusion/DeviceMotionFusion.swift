@@ -214,7 +214,7 @@ struct DeviceMotionFusion: Sendable {
 
 /// The gyroscope's pairs and the magnetometer's samples merged in timestamp order, so that device
 /// motion is a function of the samples and their timestamps, not of how the devices' refills
-/// interleave (issue O2): a pair waits until a field sample at or after its time has arrived
+/// interleave: a pair waits until a field sample at or after its time has arrived
 /// (the magnetometer's stream has passed it), then goes after the field samples up to its time.
 /// A pair goes without waiting once the gyroscope is ``maximumHold`` ahead of it (a magnetometer
 /// that stopped or lags that much), or when ``pairLimit`` are held; a field sample far ahead goes

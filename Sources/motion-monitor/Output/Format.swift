@@ -63,7 +63,7 @@ enum Format {
 
     // MARK: Device motion
 
-    /// The pinned JSON line of a device motion estimate (issue H), angles in radians, gravity and
+    /// The pinned JSON line of a device motion estimate, angles in radians, gravity and
     /// user acceleration in g, rotation rate in rad/s, numbers in their shortest round-trip form:
     /// `{"sensor":"deviceMotion","timestamp":S,"attitude":{"roll":R,"pitch":P,"yaw":Y,"quaternion":{"x":..,"y":..,"z":..,"w":..}},"gravity":{"x":..,"y":..,"z":..},"userAcceleration":{"x":..,"y":..,"z":..},"rotationRate":{"x":..,"y":..,"z":..}}`.
     static func json(_ m: DeviceMotion) -> String {
