@@ -189,6 +189,12 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     private var binCentre = Vector3.zero
     /// Samples are fitted scaled by this (µT → about 1) to keep the equations well conditioned.
     private static let unit = 1.0 / 50
+    /// The RMS scatter (of the field's strength and vertical part, relative to the strength) above
+    /// which a calibration, fitted or the raw field, does not explain the samples: the bound a
+    /// `medium` fit's residual keeps. On BROAD's recordings a fitted field scatters by 0.015, the
+    /// raw field with a magnet fixed 1 cm from the sensor by 0.3, and a fit gone astray on it by
+    /// 0.1–0.45.
+    private static let unexplainedScatter = 0.04
 
     init() {}
 
@@ -541,9 +547,14 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         // than the raw field (by Akaike's criterion over the bins covered, the fit's offset and
         // matrix counting as parameters) only adds its own errors to every sample. A matrix the
         // fit moved from identity counts whether or not the samples determine it yet.
-        if let identity = identityFit(gravity: gravity) {
+        let identity = identityFit(gravity: gravity)
+        let fitScatter = consistency(of: c), rawScatter = identity.map { consistency(of: $0) } ?? .infinity
+        // Neither explains the samples (a fit that went astray on a field that is far from a
+        // sphere, as a magnet fixed to the device makes it): nothing changes, and no sample is
+        // dropped against either; the next fit has more.
+        if fitScatter > Self.unexplainedScatter, rawScatter > Self.unexplainedScatter { return effects }
+        if let identity {
             let parameters = c.softIron != .diagonal(1) ? 8.0 : 3.0
-            let rawScatter = consistency(of: identity), fitScatter = consistency(of: c)
             if fitScatter > 0, Double(coverage) * log(rawScatter * rawScatter / (fitScatter * fitScatter)) < 2 * parameters {
                 c = Fit(offset: .zero, softIron: .diagonal(1), strength: identity.strength, vertical: identity.vertical,
                         model: .sphere, residual: residual(of: identity), offsetError: c.offsetError)
