@@ -543,16 +543,16 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         // to a field the soft iron stretches by 10 % puts the offset µT off while the error says
         // half a µT. So `medium` waits for the samples to determine the matrix.
         let determined = c.model == .ellipsoid
-        // No distortion at all, when that explains the samples as well: a fit that is no better
-        // than the raw field (by Akaike's criterion over the bins covered, the fit's offset and
-        // matrix counting as parameters) only adds its own errors to every sample. A matrix the
-        // fit moved from identity counts whether or not the samples determine it yet.
         let identity = identityFit(gravity: gravity)
         let fitScatter = consistency(of: c), rawScatter = identity.map { consistency(of: $0) } ?? .infinity
         // Neither explains the samples (a fit that went astray on a field that is far from a
         // sphere, as a magnet fixed to the device makes it): nothing changes, and no sample is
         // dropped against either; the next fit has more.
         if fitScatter > Self.unexplainedScatter, rawScatter > Self.unexplainedScatter { return effects }
+        // No distortion at all, when that explains the samples as well: a fit that is no better
+        // than the raw field (by Akaike's criterion over the bins covered, the fit's offset and
+        // matrix counting as parameters) only adds its own errors to every sample. A matrix the
+        // fit moved from identity counts whether or not the samples determine it yet.
         if let identity {
             let parameters = c.softIron != .diagonal(1) ? 8.0 : 3.0
             if fitScatter > 0, Double(coverage) * log(rawScatter * rawScatter / (fitScatter * fitScatter)) < 2 * parameters {
