@@ -148,6 +148,7 @@ struct CalibrationFeed: Sendable {
             // sample path's time).
             fieldInterval += 0.05 * (min(sample.timestamp - t, 1) - fieldInterval)
             calibrator.refitEvery = max(40, Int(Self.refitPeriod / max(fieldInterval, 1e-4)))
+            calibrator.fieldChangeMemory = Int(Self.fieldChangePeriod / max(fieldInterval, 1e-4))
         }
         lastFieldTime = sample.timestamp
         pending.append((sample.timestamp, v))
@@ -156,6 +157,11 @@ struct CalibrationFeed: Sendable {
 
     /// Seconds of magnetometer time between refits of the calibration, at most.
     static let refitPeriod = 2.0
+    /// Seconds of magnetometer time over which a changed field is recognised and learned afresh
+    /// (``MagnetometerCalibrator/fieldChangeMemory``): a minute, longer than a steel object
+    /// passing takes, short enough for a board moved into its case to be calibrated again while
+    /// it is turned in the hand.
+    static let fieldChangePeriod = 60.0
     private var lastFieldTime: Double?
     private var fieldInterval = 0.0125
 

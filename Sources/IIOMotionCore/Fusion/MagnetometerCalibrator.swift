@@ -70,6 +70,11 @@ internal import Glibc
 /// A saved calibration (``text``, ``init(text:)``) starts at most at `medium`; it is checked
 /// against the samples as they come and replaced by a new fit when it no longer matches them
 /// (residual over 3 %) or when the new fit covers as many bins.
+///
+/// A field that has changed for good is learned afresh (``fieldChangeMemory``): a calibration,
+/// saved or fitted, that refuses most samples from many directions for a while is forgotten (a
+/// board moved into a case, a magnet fixed to it), and samples no calibration has explained for
+/// a while age out of the bins.
 struct MagnetometerCalibrator: Sendable, Hashable {
     /// Which model the calibration is in.
     enum Model: String, Sendable, Hashable {
@@ -121,6 +126,21 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     /// this many samples in a row refused, the candidate is dropped (it may be the one that is
     /// wrong) until the next.
     var candidatePatience = 800
+    /// Samples offered over which a changed field is recognised, and after which it is learned
+    /// afresh (``DeviceMotionFusion`` sets a minute of the magnetometer's samples):
+    /// - while no calibration has explained the stored samples (their scatter about the fit and
+    ///   about the raw field both over ``unexplainedScatter``) for this many, the samples offered
+    ///   before the last this many are dropped at each fit (a magnet fixed to the device after
+    ///   samples no calibration explains);
+    /// - when, over this many, the calibration in use has refused three in four as disturbances,
+    ///   from at least ``minimumChangedCoverage`` directions (the device turned: not a steel
+    ///   desk it lies on), the calibration no longer describes the field (a magnet fixed to the
+    ///   board, the board moved into a case): it is forgotten, with its samples and pairs, and
+    ///   learned again as from the start.
+    var fieldChangeMemory = 2000
+    /// Direction bins the refused samples must come from for a calibration to be forgotten
+    /// (``fieldChangeMemory``): as many as a first fit needs.
+    static let minimumChangedCoverage = 10
 
     /// False for a copy that only applies a calibration (``applying``):
     /// ``add(_:gravity:turn:turnRateCovariance:)`` takes nothing.
@@ -170,6 +190,21 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     private var refusedInARow = 0
     private var binCounts = [Int](repeating: 0, count: MagnetometerCalibrator.binCount)
     private var binNext = [Int](repeating: 0, count: MagnetometerCalibrator.binCount)
+    /// When each stored sample was offered (``offered`` at the time), per slot as in `samples`.
+    private var offeredAt: [Int] = []
+    /// Samples offered so far (finite ones, taken or not).
+    private var offered = 0
+    /// ``offered`` at the first of the fits in a row that explained nothing (nil after one that
+    /// did; see ``fieldChangeMemory``).
+    private var unexplainedSince: Int?
+    /// In the current window of ``fieldChangeMemory`` samples judged by a calibration in use:
+    /// the samples judged, those refused, and the bins of the directions refused in.
+    private var judged = 0
+    private var judgedRefused = 0
+    private var refusedBins = BinSet()
+    /// Calibrations forgotten (``fieldChangeMemory``); a refit of a copy taken before the last
+    /// one is not adopted.
+    private(set) var forgotten = 0
     private var sinceFit = 0
     /// The pairs' normal matrix (9 × 9, rows) in z = (W11, W22, W33, W12, W13, W23, b = W·c),
     /// scaled units: Σ AᵀA over the pairs, each pair's residual being A·z (see ``addPair``).
@@ -242,6 +277,7 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     mutating func add(_ raw: Vector3, gravity: Vector3?, turn: Quaternion? = nil,
                       turnRateCovariance: Matrix3 = .diagonal(0)) -> Bool {
         guard isLearning, raw.isFinite, raw.length > 1 else { return false }
+        offered += 1
         var g = Vector3.zero
         if let gravity, gravity.isFinite, gravity.length > 0.5 { g = (1 / gravity.length) * gravity }
         if strength > 0 {
@@ -252,8 +288,14 @@ struct MagnetometerCalibrator: Sendable, Hashable {
                 ? min(calibratedTolerance.upperBound, max(calibratedTolerance.lowerBound, residualTolerance * residual))
                 : disturbanceTolerance
             let f = calibrated(raw)
-            if abs(f.length - strength) > tolerance * strength { return false }
-            if vertical != 0, g != .zero, abs(g.dot(f) - vertical) > tolerance * strength { return false }
+            let refused = abs(f.length - strength) > tolerance * strength
+                || (vertical != 0 && g != .zero && abs(g.dot(f) - vertical) > tolerance * strength)
+            if judge(refused: refused, direction: f) {
+                // The field has changed: learned again, from this sample on.
+                forgetCalibration()
+            } else if refused {
+                return false
+            }
         } else if screeningStrength > 0 {
             if abs((Self.unit * raw - screeningOffset).length - screeningStrength) > disturbanceTolerance * screeningStrength {
                 refusedInARow += 1
@@ -262,8 +304,11 @@ struct MagnetometerCalibrator: Sendable, Hashable {
             }
             refusedInARow = 0
         }
-        if samples.isEmpty { samples = [Double](repeating: 0, count: Self.binCount * samplesPerBin * 6) }
-        store(Self.unit * raw, g)
+        if samples.isEmpty {
+            samples = [Double](repeating: 0, count: Self.binCount * samplesPerBin * 6)
+            offeredAt = [Int](repeating: 0, count: Self.binCount * samplesPerBin)
+        }
+        store(Self.unit * raw, g, offeredAt: offered)
         if let turn { addPair(Self.unit * raw, turn, rateCovariance: turnRateCovariance) }
         sinceFit += 1
         if sinceFit >= refitEvery {
@@ -307,6 +352,8 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     /// the fit in place delayed, on the samples taken meanwhile.
     mutating func adopt(_ refit: Refit) {
         let f = refit.fitted
+        // A refit of a calibration forgotten since (its samples with it) is not taken.
+        guard f.forgotten == forgotten else { return }
         offset = f.offset
         softIron = f.softIron
         strength = f.strength
@@ -321,7 +368,9 @@ struct MagnetometerCalibrator: Sendable, Hashable {
             screeningOffset = f.screeningOffset
             screeningStrength = f.screeningStrength
         }
+        unexplainedSince = f.unexplainedSince
         if f.binCentre != binCentre { rebin(to: f.binCentre) }
+        if let cut = refit.effects.droppedBefore { dropSamples(offeredBefore: cut) }
         if refit.effects.evicted { evictOutliers() }
     }
 
@@ -422,8 +471,9 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     }
 
     /// Stores a sample (scaled) in its bin, replacing the bin's oldest when it is full.
-    private mutating func store(_ p: Vector3, _ g: Vector3) {
+    private mutating func store(_ p: Vector3, _ g: Vector3, offeredAt time: Int) {
         let bin = Self.bin(of: p - binCentre)
+        offeredAt[bin * samplesPerBin + binNext[bin]] = time
         let slot = (bin * samplesPerBin + binNext[bin]) * 6
         samples[slot] = p.x; samples[slot + 1] = p.y; samples[slot + 2] = p.z
         samples[slot + 3] = g.x; samples[slot + 4] = g.y; samples[slot + 5] = g.z
@@ -444,11 +494,19 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     private mutating func rebin(to centre: Vector3) {
         binCentre = centre
         guard !samples.isEmpty else { return }
-        var all: [(Vector3, Vector3)] = []
-        forEachSample { p, g in all.append((p, g)) }
+        var all: [(Vector3, Vector3, Int)] = []
+        for bin in 0..<Self.binCount {
+            // Oldest first, so that each bin keeps its newest.
+            let count = binCounts[bin], first = count == samplesPerBin ? binNext[bin] : 0
+            for k in 0..<count {
+                let i = bin * samplesPerBin + (first + k) % samplesPerBin, s = i * 6
+                all.append((Vector3(samples[s], samples[s + 1], samples[s + 2]), Vector3(samples[s + 3], samples[s + 4], samples[s + 5]), offeredAt[i]))
+            }
+        }
+        all.sort { $0.2 < $1.2 }
         samplesRevisited += all.count
         for i in binCounts.indices { binCounts[i] = 0; binNext[i] = 0 }
-        for (p, g) in all { store(p, g) }
+        for (p, g, t) in all { store(p, g, offeredAt: t) }
     }
 
     /// The direction bin of a vector.
@@ -495,6 +553,8 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     fileprivate struct FitEffects: Sendable {
         var evicted = false
         var screened = false
+        /// The samples offered before this were dropped (``fieldChangeMemory``).
+        var droppedBefore: Int?
     }
 
     @discardableResult
@@ -548,7 +608,18 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         // Neither explains the samples (a fit that went astray on a field that is far from a
         // sphere, as a magnet fixed to the device makes it): nothing changes, and no sample is
         // dropped against either; the next fit has more.
-        if fitScatter > Self.unexplainedScatter, rawScatter > Self.unexplainedScatter { return effects }
+        if fitScatter > Self.unexplainedScatter, rawScatter > Self.unexplainedScatter {
+            // For long: the field has changed since the older samples; only the newest stay.
+            let since = unexplainedSince ?? offered
+            unexplainedSince = since
+            if offered - since >= fieldChangeMemory {
+                let cut = offered - fieldChangeMemory
+                dropSamples(offeredBefore: cut)
+                effects.droppedBefore = cut
+            }
+            return effects
+        }
+        unexplainedSince = nil
         // No distortion at all, when that explains the samples as well: a fit that is no better
         // than the raw field (by Akaike's criterion over the bins covered, the fit's offset and
         // matrix counting as parameters) only adds its own errors to every sample. A matrix the
@@ -612,6 +683,7 @@ struct MagnetometerCalibrator: Sendable, Hashable {
                 if kept != i {
                     let k = (bin * samplesPerBin + kept) * 6
                     for j in 0..<6 { samples[k + j] = samples[s + j] }
+                    offeredAt[bin * samplesPerBin + kept] = offeredAt[bin * samplesPerBin + i]
                 }
                 kept += 1
             }
@@ -620,6 +692,87 @@ struct MagnetometerCalibrator: Sendable, Hashable {
                 binNext[bin] = kept % samplesPerBin
             }
         }
+    }
+
+    /// Counts a sample the calibration in use judged; true when, over the last
+    /// ``fieldChangeMemory`` judged, it refused three in four, from at least
+    /// ``minimumChangedCoverage`` directions.
+    private mutating func judge(refused: Bool, direction: Vector3) -> Bool {
+        judged += 1
+        if refused {
+            judgedRefused += 1
+            refusedBins.insert(Self.bin(of: direction))
+        }
+        guard judged >= fieldChangeMemory else { return false }
+        defer {
+            judged = 0
+            judgedRefused = 0
+            refusedBins = BinSet()
+        }
+        return 4 * judgedRefused >= 3 * judged && refusedBins.count >= Self.minimumChangedCoverage
+    }
+
+    /// Back to no calibration, nothing stored and no pairs: learned again as from the start.
+    private mutating func forgetCalibration() {
+        offset = .zero
+        softIron = .diagonal(1)
+        strength = 0
+        vertical = 0
+        residual = 1
+        offsetError = .infinity
+        coverage = 0
+        model = .none
+        accuracy = .uncalibrated
+        isSaved = false
+        savedCoverage = 0
+        for i in binCounts.indices { binCounts[i] = 0; binNext[i] = 0 }
+        binCentre = .zero
+        screeningOffset = .zero
+        screeningStrength = 0
+        refusedInARow = 0
+        pairInformation = []
+        pairCount = 0
+        unexplainedSince = nil
+        forgotten += 1
+    }
+
+    /// A set of direction bins (``binCount`` of them), without allocating.
+    private struct BinSet: Hashable, Sendable {
+        private var low = SIMD2<UInt64>(0, 0), high = SIMD2<UInt64>(0, 0)
+        mutating func insert(_ bin: Int) {
+            let bit = UInt64(1) << UInt64(bin % 64)
+            switch bin / 64 {
+            case 0: low[0] |= bit
+            case 1: low[1] |= bit
+            case 2: high[0] |= bit
+            default: high[1] |= bit
+            }
+        }
+        var count: Int {
+            low[0].nonzeroBitCount + low[1].nonzeroBitCount + high[0].nonzeroBitCount + high[1].nonzeroBitCount
+        }
+    }
+
+    /// Drops the stored samples offered before `cut` (an ``offered`` count); the bins covered are
+    /// counted again.
+    private mutating func dropSamples(offeredBefore cut: Int) {
+        guard !samples.isEmpty else { return }
+        for bin in 0..<Self.binCount where binCounts[bin] > 0 {
+            samplesRevisited += binCounts[bin]
+            // Oldest first: the bin's ring from its next slot when full.
+            let count = binCounts[bin], first = count == samplesPerBin ? binNext[bin] : 0
+            let newest = (0..<count).map { bin * samplesPerBin + (first + $0) % samplesPerBin }.filter { offeredAt[$0] >= cut }
+            guard newest.count != count else { continue }
+            let kept = newest.map { (Array(samples[($0 * 6)..<($0 * 6 + 6)]), offeredAt[$0]) }
+            for (k, entry) in kept.enumerated() {
+                let i = bin * samplesPerBin + k
+                for j in 0..<6 { samples[i * 6 + j] = entry.0[j] }
+                offeredAt[i] = entry.1
+            }
+            binCounts[bin] = kept.count
+            binNext[bin] = kept.count % samplesPerBin
+        }
+        coverage = binCounts.filter { $0 >= 3 }.count
     }
 
     /// The coverage a saved calibration was fitted with (see ``init(text:)``).
