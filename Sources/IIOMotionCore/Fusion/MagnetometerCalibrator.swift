@@ -757,22 +757,31 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     /// counted again.
     private mutating func dropSamples(offeredBefore cut: Int) {
         guard !samples.isEmpty else { return }
-        for bin in 0..<Self.binCount where binCounts[bin] > 0 {
-            samplesRevisited += binCounts[bin]
-            // Oldest first: the bin's ring from its next slot when full.
-            let count = binCounts[bin], first = count == samplesPerBin ? binNext[bin] : 0
-            let newest = (0..<count).map { bin * samplesPerBin + (first + $0) % samplesPerBin }.filter { offeredAt[$0] >= cut }
-            guard newest.count != count else { continue }
-            let kept = newest.map { (Array(samples[($0 * 6)..<($0 * 6 + 6)]), offeredAt[$0]) }
-            for (k, entry) in kept.enumerated() {
-                let i = bin * samplesPerBin + k
-                for j in 0..<6 { samples[i * 6 + j] = entry.0[j] }
-                offeredAt[i] = entry.1
+        let perBin = samplesPerBin
+        withUnsafeTemporaryAllocation(of: Double.self, capacity: perBin * 7) { kept in
+            for bin in 0..<Self.binCount where binCounts[bin] > 0 {
+                samplesRevisited += binCounts[bin]
+                // Oldest first (a full bin's ring starts at its next slot), the newest kept in order.
+                let count = binCounts[bin], first = count == perBin ? binNext[bin] : 0
+                var n = 0
+                for k in 0..<count {
+                    let i = bin * perBin + (first + k) % perBin
+                    guard offeredAt[i] >= cut else { continue }
+                    for j in 0..<6 { kept[n * 7 + j] = samples[i * 6 + j] }
+                    kept[n * 7 + 6] = Double(offeredAt[i])
+                    n += 1
+                }
+                guard n != count else { continue }
+                for k in 0..<n {
+                    let i = bin * perBin + k
+                    for j in 0..<6 { samples[i * 6 + j] = kept[k * 7 + j] }
+                    offeredAt[i] = Int(kept[k * 7 + 6])
+                }
+                binCounts[bin] = n
+                binNext[bin] = n % perBin
             }
-            binCounts[bin] = kept.count
-            binNext[bin] = kept.count % samplesPerBin
         }
-        coverage = binCounts.filter { $0 >= 3 }.count
+        coverage = binCounts.reduce(0) { $0 + ($1 >= 3 ? 1 : 0) }
     }
 
     /// The coverage a saved calibration was fitted with (see ``init(text:)``).
