@@ -470,6 +470,12 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         a <= b ? pairInformation[a * 9 + b] : pairInformation[b * 9 + a]
     }
 
+    /// The slot (index into `offeredAt`; times 6 into `samples`) of a bin's `k`th oldest sample: a
+    /// full bin's ring starts at its next slot.
+    private func slot(_ bin: Int, oldest k: Int) -> Int {
+        bin * samplesPerBin + (binCounts[bin] == samplesPerBin ? (binNext[bin] + k) % samplesPerBin : k)
+    }
+
     /// Stores a sample (scaled) in its bin, replacing the bin's oldest when it is full.
     private mutating func store(_ p: Vector3, _ g: Vector3, offeredAt time: Int) {
         let bin = Self.bin(of: p - binCentre)
@@ -497,9 +503,8 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         var all: [(Vector3, Vector3, Int)] = []
         for bin in 0..<Self.binCount {
             // Oldest first, so that each bin keeps its newest.
-            let count = binCounts[bin], first = count == samplesPerBin ? binNext[bin] : 0
-            for k in 0..<count {
-                let i = bin * samplesPerBin + (first + k) % samplesPerBin, s = i * 6
+            for k in 0..<binCounts[bin] {
+                let i = slot(bin, oldest: k), s = i * 6
                 all.append((Vector3(samples[s], samples[s + 1], samples[s + 2]), Vector3(samples[s + 3], samples[s + 4], samples[s + 5]), offeredAt[i]))
             }
         }
@@ -738,19 +743,9 @@ struct MagnetometerCalibrator: Sendable, Hashable {
 
     /// A set of direction bins (``binCount`` of them), without allocating.
     private struct BinSet: Hashable, Sendable {
-        private var low = SIMD2<UInt64>(0, 0), high = SIMD2<UInt64>(0, 0)
-        mutating func insert(_ bin: Int) {
-            let bit = UInt64(1) << UInt64(bin % 64)
-            switch bin / 64 {
-            case 0: low[0] |= bit
-            case 1: low[1] |= bit
-            case 2: high[0] |= bit
-            default: high[1] |= bit
-            }
-        }
-        var count: Int {
-            low[0].nonzeroBitCount + low[1].nonzeroBitCount + high[0].nonzeroBitCount + high[1].nonzeroBitCount
-        }
+        private var words = SIMD4<UInt64>(repeating: 0)
+        mutating func insert(_ bin: Int) { words[bin / 64] |= 1 << UInt64(bin % 64) }
+        var count: Int { words[0].nonzeroBitCount + words[1].nonzeroBitCount + words[2].nonzeroBitCount + words[3].nonzeroBitCount }
     }
 
     /// Drops the stored samples offered before `cut` (an ``offered`` count); the bins covered are
@@ -761,11 +756,11 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         withUnsafeTemporaryAllocation(of: Double.self, capacity: perBin * 7) { kept in
             for bin in 0..<Self.binCount where binCounts[bin] > 0 {
                 samplesRevisited += binCounts[bin]
-                // Oldest first (a full bin's ring starts at its next slot), the newest kept in order.
-                let count = binCounts[bin], first = count == perBin ? binNext[bin] : 0
+                // Oldest first, the newest kept in order.
+                let count = binCounts[bin]
                 var n = 0
                 for k in 0..<count {
-                    let i = bin * perBin + (first + k) % perBin
+                    let i = slot(bin, oldest: k)
                     guard offeredAt[i] >= cut else { continue }
                     for j in 0..<6 { kept[n * 7 + j] = samples[i * 6 + j] }
                     kept[n * 7 + 6] = Double(offeredAt[i])
