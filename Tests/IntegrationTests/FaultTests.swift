@@ -153,7 +153,7 @@ struct FaultTests {
 /// polled read (`--once`) and a short buffered stream. Each run must end by itself with a status
 /// (no signal, no hang), print only well-formed readings with finite numbers, and, when it fails,
 /// name the device and the attribute.
-@Suite("Faults: garbage in every attribute", .serialized, .timeLimit(.minutes(10)),
+@Suite("Faults: garbage in every attribute", .timeLimit(.minutes(10)),
        .enabled(if: SimHarness.monitorReady("garbage attribute tests")))
 struct GarbageAttributeTests {
     static let monitor = SimHarness.product("motion-monitor")

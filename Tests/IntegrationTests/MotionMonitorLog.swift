@@ -60,8 +60,9 @@ enum LogCheck {
             #expect(rows.count <= stream.count, "\(sensor): \(rows.count) rows, only \(stream.count) samples streamed")
         }
         var mismatches = 0
+        let files = sysfs[device] ?? [:]
         for (i, (row, sample)) in zip(rows, stream).enumerated() {
-            let want = try #require(convert(sample.raw, sensor: sensor, files: sysfs[device] ?? [:]), "no conversion for \(device)")
+            let want = try #require(convert(sample.raw, sensor: sensor, files: files), "no conversion for \(device)")
             let valuesOK = zip([row.x, row.y, row.z], want).allSatisfy { abs($0 - $1) <= 1e-9 * abs($1) + 1e-12 }
             let timeOK = sample.clock != "monotonic" || sample.ns == nil || row.nanoseconds == sample.ns
             if !valuesOK || !timeOK {

@@ -139,13 +139,14 @@ struct SimulatorIntegrationTests {
     /// apart, the accelerometer at 1 g (face up, after scale and mount matrix), gyroscope at rest.
     func checkDecodedScans(_ bytes: Data, record: SessionRecord, device: Fixture.Device, fast: Bool) throws {
         let scans = bytes.count / record.scanSize
+        let raw = Array(bytes)
+        let types = try record.elements.map { try ScanFormat(parsing: $0.type) }
         var lastTimestamp: Int64?
         let period = Int64(1e9 / record.rate)
         for s in 0..<scans {
             var accel = [Double](repeating: 0, count: 3)
-            for e in record.elements {
-                let type = try ScanFormat(parsing: e.type)
-                let v = type.decode(Array(bytes), at: s * record.scanSize + e.offset)
+            for (e, type) in zip(record.elements, types) {
+                let v = type.decode(raw, at: s * record.scanSize + e.offset)
                 if e.channel == "timestamp" {
                     if let last = lastTimestamp {
                         // Paced: the scheduled times, one period apart (±1 ns of rounding).
