@@ -187,7 +187,14 @@ package struct AttitudeFilter: Sendable {
             let spacing = configuration.magnetometerTimeConstant / Double(FieldWindow.capacity)
             if usesMagnetometer, isInitialized, timestamp - fieldWindow.lastNoted >= spacing {
                 fieldWindow.lastNoted = timestamp
-                windowCandidate = (m, inclination.multiplied(by: gyroQuaternion))
+                // The attitude at the field's time: a turned sample's is the last estimate's
+                // with the turn since undone.
+                let now = inclination.multiplied(by: gyroQuaternion)
+                if let turn, turnedTo > timestamp {
+                    windowCandidate = (m, now.multiplied(by: turn).normalized)
+                } else {
+                    windowCandidate = (m, now)
+                }
             }
             // The filter alone learns its own calibration; in ``DeviceMotionFusion`` it holds the
             // feed's `applying` copy, which takes nothing here.

@@ -64,13 +64,16 @@ struct CalibrationFeed: Sendable {
         Work(refitsInPlace: calibrator.refitsInPlace, refitsStarted: refitsStarted, refitsTaken: refitsTaken,
              samplesRevisited: calibrator.samplesRevisited)
     }
+    /// How long the magnetometer's samples lag the gyroscope's (seconds; 0 until measured).
+    var magnetometerLag: Double { lag.seconds }
+    private var lag = MagnetometerLag()
     private var refitsStarted = 0
     private var refitsTaken = 0
     private var pending = BoundedQueue<(timestamp: Double, field: Vector3)>(limit: pendingLimit)
     private var last: (timestamp: Double, gravity: Vector3)?
-    /// The gyroscope's attitude at the latest estimates, oldest first from `historyStart`, a
-    /// ring of `historyCount` entries (since the start or the last gap).
-    private var history: [(timestamp: Double, turn: Quaternion)]
+    /// The gyroscope's attitude and rate at the latest estimates, oldest first from
+    /// `historyStart`, a ring of `historyCount` entries (since the start or the last gap).
+    private var history: [(timestamp: Double, turn: Quaternion, rate: Vector3)]
     private var historyStart = 0
     private var historyCount = 0
     /// Magnetometer samples newer than the last estimate, for the filter once the gyroscope
@@ -85,22 +88,28 @@ struct CalibrationFeed: Sendable {
     private var disagreement = Vector3.zero
 
     init() {
-        history = Array(repeating: (-.infinity, .identity), count: Self.historyLimit)
+        history = Array(repeating: (-.infinity, .identity, .zero), count: Self.historyLimit)
         calibrator = MagnetometerCalibrator()
         calibrator.fitsInPlace = false
     }
 
     /// The i-th kept estimate, oldest first.
-    private func kept(_ i: Int) -> (timestamp: Double, turn: Quaternion) {
+    private func kept(_ i: Int) -> (timestamp: Double, turn: Quaternion, rate: Vector3) {
         history[(historyStart + i) % Self.historyLimit]
     }
 
     /// The gyroscope's attitude at `time`, between the kept estimates around it (nil before the
     /// oldest, less ``maximumGap``, or after the newest).
     private func gyroAttitude(at time: Double) -> Quaternion? {
+        gyroState(at: time)?.attitude
+    }
+
+    /// The gyroscope's attitude at `time` (as ``gyroAttitude(at:)``) and the rate of the first
+    /// kept estimate at or after it.
+    private func gyroState(at time: Double) -> (attitude: Quaternion, rate: Vector3)? {
         guard historyCount > 0, time <= kept(historyCount - 1).timestamp else { return nil }
         let first = kept(0)
-        if time <= first.timestamp { return first.timestamp - time <= Self.maximumGap ? first.turn : nil }
+        if time <= first.timestamp { return first.timestamp - time <= Self.maximumGap ? (first.turn, first.rate) : nil }
         // The first kept estimate at or after `time`.
         var lo = 1, hi = historyCount - 1
         while lo < hi {
@@ -111,8 +120,9 @@ struct CalibrationFeed: Sendable {
         let f = (time - a.timestamp) / max(b.timestamp - a.timestamp, 1e-12)
         // Neighbouring attitudes differ by one step's turn: normalised linear interpolation.
         let s: Double = a.turn.x * b.turn.x + a.turn.y * b.turn.y + a.turn.z * b.turn.z + a.turn.w * b.turn.w < 0 ? -1 : 1
-        return Quaternion(x: a.turn.x + f * (s * b.turn.x - a.turn.x), y: a.turn.y + f * (s * b.turn.y - a.turn.y),
-                          z: a.turn.z + f * (s * b.turn.z - a.turn.z), w: a.turn.w + f * (s * b.turn.w - a.turn.w)).normalized
+        let attitude = Quaternion(x: a.turn.x + f * (s * b.turn.x - a.turn.x), y: a.turn.y + f * (s * b.turn.y - a.turn.y),
+                                  z: a.turn.z + f * (s * b.turn.z - a.turn.z), w: a.turn.w + f * (s * b.turn.w - a.turn.w)).normalized
+        return (attitude, b.rate)
     }
 
     /// Keeps `sample` for the filter if it is newer than the last estimate (false: there is none
@@ -192,13 +202,13 @@ struct CalibrationFeed: Sendable {
         rateCovariance = biasCovariance
         last = (m.timestamp, g)
         if historyCount == Self.historyLimit {
-            history[historyStart] = (m.timestamp, turn)
+            history[historyStart] = (m.timestamp, turn, rate)
             historyStart = (historyStart + 1) % Self.historyLimit
         } else {
-            history[(historyStart + historyCount) % Self.historyLimit] = (m.timestamp, turn)
+            history[(historyStart + historyCount) % Self.historyLimit] = (m.timestamp, turn, rate)
             historyCount += 1
         }
-        guard let next = pending.first, next.timestamp <= m.timestamp else { return false }
+        guard let next = pending.first, fieldTime(next.timestamp) <= m.timestamp else { return false }
         return learn()
     }
 
@@ -209,10 +219,16 @@ struct CalibrationFeed: Sendable {
         return q.multiplied(by: Quaternion(axis: (1 / angle) * v, angle: angle)).normalized
     }
 
+    /// The later of a sample's timestamp and its field's time (the timestamp less the lag): the
+    /// estimates must reach both before the sample is learned from.
+    private func fieldTime(_ timestamp: Double) -> Double {
+        max(timestamp, timestamp - lag.seconds)
+    }
+
     private mutating func learn() -> Bool {
         guard let last else { return false }
         var changed = false
-        while let s = pending.first, s.timestamp <= last.timestamp {
+        while let s = pending.first, fieldTime(s.timestamp) <= last.timestamp {
             pending.removeFirst()
             let before = (calibrator.offset, calibrator.strength, calibrator.accuracy, calibrator.model, calibrator.softIron)
             // The refit running is taken at the first sample `refitDelay` after the one it was due at.
@@ -221,9 +237,15 @@ struct CalibrationFeed: Sendable {
                 calibrator.adopt(r.running.result())
                 refitsTaken += 1
             }
-            // The gyroscope's attitude at the sample's time, and gravity then: the last
-            // estimate's, turned back by the device's rotation since.
-            if let at = gyroAttitude(at: s.timestamp) {  // nil: before the filter started, or a gap
+            // The gyroscope's attitude at the time of the sample's field (its timestamp less
+            // the magnetometer's lag), and gravity then: the last estimate's, turned back by the
+            // device's rotation since.
+            if let (stamped, rate) = gyroState(at: s.timestamp),  // nil: before the filter started, or a gap
+               let at = lag.seconds == 0 ? stamped : gyroAttitude(at: s.timestamp - lag.seconds) {
+                if calibrator.isCalibrated {
+                    lag.add(time: s.timestamp, field: calibrator.softIron * (s.field - calibrator.offset), attitude: stamped,
+                            rate: rate, strength: calibrator.strength)
+                }
                 let g = disagreement.length <= Self.disagreementLimit
                     ? turn.conjugate.multiplied(by: at).normalized.inverseRotate(last.gravity) : nil
                 calibrator.add(s.field, gravity: g, turn: at, turnRateCovariance: rateCovariance)

@@ -71,6 +71,10 @@ struct DeviceMotionFusion: Sendable {
         }
     }
 
+    /// How long the magnetometer's samples lag the gyroscope's, as measured (seconds; 0 until
+    /// known; see ``MagnetometerLag``). Field samples are taken as of their timestamp less it.
+    var magnetometerLag: Double { feed.magnetometerLag }
+
     /// The work the calibration has done on the sample path (see ``CalibrationFeed/Work``).
     var calibrationWork: CalibrationFeed.Work { feed.work }
 
@@ -150,14 +154,17 @@ struct DeviceMotionFusion: Sendable {
 
     /// A field sample to the filter and the calibration.
     private mutating func applyField(_ sample: MagnetometerData) {
+        // The field's time: the sample's timestamp less the magnetometer's lag (``MagnetometerLag``).
+        var field = sample
+        field.timestamp -= feed.magnetometerLag
         // A sample newer than the last estimate waits for the gyroscope to reach its time; one
         // older (a pair released without waiting for it) is turned with the device from its time
         // to the estimate's. Either way the filter compares it with the attitude of one time.
-        if !feed.queueUpcoming(sample) {
-            if let (turn, to) = feed.turnSince(sample.timestamp) {
-                filter.update(magnetometerAt: sample.timestamp, field: sample.magneticField, turn: turn, turnedTo: to)
+        if !feed.queueUpcoming(field) {
+            if let (turn, to) = feed.turnSince(field.timestamp) {
+                filter.update(magnetometerAt: field.timestamp, field: field.magneticField, turn: turn, turnedTo: to)
             } else {
-                filter.update(magnetometerAt: sample.timestamp, field: sample.magneticField)
+                filter.update(magnetometerAt: field.timestamp, field: field.magneticField)
             }
         }
         if feed.add(sample) { filter.magnetometerCalibration = feed.learner.applying }
