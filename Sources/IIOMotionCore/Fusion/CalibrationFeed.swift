@@ -196,6 +196,7 @@ struct CalibrationFeed: Sendable {
             turn = Self.turned(turn, by: step * 0.5 * (omega + rate))
         } else if last != nil {
             calibrator.breakPairs()
+            lag.breakPairs()
             historyCount = 0  // the turn over the gap is unknown
         }
         rate = omega.isFinite ? omega : .zero

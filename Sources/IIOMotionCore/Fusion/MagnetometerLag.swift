@@ -101,4 +101,10 @@ struct MagnetometerLag: Sendable {
             seconds = tau
         }
     }
+
+    /// Pairs no sample with one before now (a gap in the estimates: the turn over it is unknown).
+    mutating func breakPairs() {
+        start = 0
+        count = 0
+    }
 }
