@@ -262,6 +262,32 @@ struct MagnetometerCalibrationTests {
         #expect(abs(cal.strength - earth.length) < 1, "strength \(cal.strength)")
     }
 
+    @Test("A field whose strength differs from place to place (±2 % as the device is carried about): an undistorted magnetometer is left as it is; one 1 µT off is corrected")
+    func placeToPlaceField() {
+        /// The calibration after 120 s at 50 Hz of a device turning every way, its field's
+        /// strength varying by ±2 % over tens of seconds, the magnetometer `offset` µT off.
+        func learn(offset: Vector3) -> MagnetometerCalibrator {
+            var rng = SplitMix64(seed: 33)
+            var cal = MagnetometerCalibrator()
+            let rate = 50.0
+            for i in 0..<Int(120 * rate) {
+                let t = Double(i) / rate
+                let q = attitude(t)
+                let place = 1 + 0.015 * sin(0.11 * t) + 0.008 * sin(0.29 * t + 1)
+                let raw = place * q.inverseRotate(earth) + offset + Vector3(0.4 * rng.normal(), 0.4 * rng.normal(), 0.4 * rng.normal())
+                cal.add(raw, gravity: q.inverseRotate(Vector3(0, 0, -1)), turn: q)
+            }
+            return cal
+        }
+        let clean = learn(offset: .zero)
+        let small = Vector3(0.6, -0.5, 0.5)  // 0.93 µT
+        let off = learn(offset: small)
+        print("figure: a field varying ±2 % from place to place: undistorted, offset \(clean.offset) µT, matrix \(clean.softIron == .diagonal(1) ? "identity" : "\(clean.softIron)"); 0.93 µT off, offset error \((off.offset - small).length) µT")
+        #expect(clean.isCalibrated && off.isCalibrated)
+        #expect(clean.offset == .zero && clean.softIron == .diagonal(1), "a clean magnetometer was given \(clean.offset) µT and \(clean.softIron)")
+        #expect((off.offset - small).length < 0.3, "the 0.93 µT offset was learned as \(off.offset)")
+    }
+
     @Test("A field no calibration explains (its strength scattered by a fifth) is not calibrated; a magnet fixed to the device afterwards is learned once those samples have aged out")
     func unexplainedFieldIsNotCalibrated() {
         var rng = SplitMix64(seed: 33)
