@@ -66,6 +66,11 @@ struct CalibrationFeed: Sendable {
     }
     /// How long the magnetometer's samples lag the gyroscope's (seconds; 0 until measured).
     var magnetometerLag: Double { lag.seconds }
+    /// Whether ``magnetometerLag`` is a measurement (this run's or a saved one).
+    var isMagnetometerLagKnown: Bool { lag.isKnown }
+
+    /// Starts from a lag measured before (``MagnetometerLag/start(from:)``).
+    mutating func startMagnetometerLag(from saved: Double) { lag.start(from: saved) }
     private var lag = MagnetometerLag()
     private var refitsStarted = 0
     private var refitsTaken = 0

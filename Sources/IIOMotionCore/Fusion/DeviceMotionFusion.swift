@@ -61,12 +61,18 @@ struct DeviceMotionFusion: Sendable {
         self.merge = TimestampMerge(holds: referenceFrame.needsMagnetometer)
     }
 
-    /// The magnetometer's calibration learned so far (to save with ``MagnetometerCalibrationStore``),
-    /// or a saved one to start from.
+    /// The magnetometer's calibration learned so far, with the magnetometer's lag once measured
+    /// (to save with ``MagnetometerCalibrationStore``), or a saved one to start from (its lag, if
+    /// it has one, is used until this run measures its own).
     var magnetometerCalibration: MagnetometerCalibrator {
-        get { feed.learner.applying }
+        get {
+            var c = feed.learner.applying
+            if feed.isMagnetometerLagKnown { c.lag = feed.magnetometerLag }
+            return c
+        }
         set {
             feed.learner = newValue
+            if let lag = newValue.lag { feed.startMagnetometerLag(from: lag) }
             filter.magnetometerCalibration = feed.learner.applying
         }
     }

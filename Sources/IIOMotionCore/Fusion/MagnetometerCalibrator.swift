@@ -158,6 +158,10 @@ struct MagnetometerCalibrator: Sendable, Hashable {
     /// The largest standard error of the offset's components, µT (infinite when not known: a
     /// fit without gravity, a saved calibration).
     private(set) var offsetError = Double.infinity
+    /// How long the magnetometer's samples lag the gyroscope's (seconds, ``MagnetometerLag``),
+    /// measured while this calibration was in use and saved with it; nil when not measured. The
+    /// calibrator itself does not use it: ``CalibrationFeed`` starts from it.
+    var lag: Double?
     /// Direction bins that have held at least a few samples (since the samples were last binned
     /// around a new centre).
     private(set) var coverage = 0
@@ -251,6 +255,7 @@ struct MagnetometerCalibrator: Sendable, Hashable {
         c.model = model
         c.accuracy = accuracy
         c.isSaved = isSaved
+        c.lag = lag
         return c
     }
 
@@ -1119,8 +1124,9 @@ struct MagnetometerCalibrator: Sendable, Hashable {
 
     /// The calibration as text, `key values` lines after ``header``: `model` (sphere,
     /// axis-aligned, ellipsoid), `offset` (µT, x y z), `soft-iron` (W's rows, 9 numbers),
-    /// `strength` and `vertical` (µT), `residual`, `coverage` (bins), then the `extra` lines
-    /// given (the store adds the device and its mount matrix). What ``init(text:)`` reads back.
+    /// `strength` and `vertical` (µT), `residual`, `coverage` (bins), `lag` (seconds, when
+    /// measured), then the `extra` lines given (the store adds the device and its mount matrix).
+    /// What ``init(text:)`` reads back.
     func text(extra: [String] = []) -> String {
         let w = softIron
         var lines = [Self.header,
@@ -1131,6 +1137,7 @@ struct MagnetometerCalibrator: Sendable, Hashable {
                      "vertical \(vertical)",
                      "residual \(residual)",
                      "coverage \(coverage)"]
+        if let lag { lines.append("lag \(lag)") }
         lines += extra
         return lines.joined(separator: "\n") + "\n"
     }
@@ -1202,6 +1209,12 @@ struct MagnetometerCalibrator: Sendable, Hashable {
             c.vertical = numbers("vertical", 1)?[0] ?? 0
             c.residual = r[0]
             c.coverage = Int(k[0])
+            if values["lag"] != nil {
+                guard let l = numbers("lag", 1), abs(l[0]) <= MagnetometerLag.maximum else {
+                    return .failure(.invalid("a lag that is not a number of seconds within ±\(MagnetometerLag.maximum)"))
+                }
+                c.lag = l[0]
+            }
         }
         let w = c.softIron
         guard abs(w.r0.y - w.r1.x) < 1e-9 * max(1, abs(w.r0.y)), abs(w.r0.z - w.r2.x) < 1e-9 * max(1, abs(w.r0.z)),

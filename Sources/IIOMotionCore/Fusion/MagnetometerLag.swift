@@ -37,6 +37,8 @@ struct MagnetometerLag: Sendable {
 
     /// The lag in use (seconds): the latest estimate precise enough, 0 before there is one.
     private(set) var seconds = 0.0
+    /// Whether ``seconds`` is a measurement (this run's, or a saved one, ``start(from:)``).
+    private(set) var isKnown = false
     /// The least-squares sums: gᵀy, gᵀg, yᵀy, and the equations counted (all forgetting).
     private var gy = 0.0, gg = 0.0, yy = 0.0, equations = 0.0
     /// The recent samples, a ring of `count` from `start` (allocated once).
@@ -99,7 +101,16 @@ struct MagnetometerLag: Sendable {
         let residual = max(yy - tau * gy, 0) / max(equations - 1, 1)
         if residual / gg <= Self.precision * Self.precision, abs(tau) <= Self.maximum {
             seconds = tau
+            isKnown = true
         }
+    }
+
+    /// Uses a lag measured before (saved with the calibration) until this run's own estimate is
+    /// precise enough to replace it; one outside ``maximum`` is not used.
+    mutating func start(from saved: Double) {
+        guard saved.isFinite, abs(saved) <= Self.maximum else { return }
+        seconds = saved
+        isKnown = true
     }
 
     /// Pairs no sample with one before now (a gap in the estimates: the turn over it is unknown).

@@ -670,11 +670,15 @@ struct MagnetometerLagTests {
 
     /// Device motion over `seconds` of the device turned briskly, the magnetometer at 50 Hz with
     /// its samples `lag` seconds late (each stamped `lag` after the field it holds), the
-    /// gyroscope and accelerometer at 200 Hz: the lag measured at the end, and the attitude's
-    /// RMS error (degrees) over the last minute.
-    func run(lag: Double, seconds: Double = 180) -> (lag: Double, error: Double) {
+    /// gyroscope and accelerometer at 200 Hz, from the calibration `start` (none: learned): the
+    /// lag measured at the end, the attitude's RMS error (degrees) from `errorFrom` seconds on
+    /// (the last minute by default), and the calibration at the end.
+    func run(lag: Double, seconds: Double = 180, start: MagnetometerCalibrator? = nil,
+             errorFrom: Double? = nil) -> (lag: Double, error: Double, calibration: MagnetometerCalibrator) {
         var rng = SplitMix64(seed: 21)
         var fusion = DeviceMotionFusion(referenceFrame: .xMagneticNorthZVertical)
+        if let start { fusion.magnetometerCalibration = start }
+        let from = errorFrom ?? seconds - 60
         var squares = 0.0, count = 0
         for i in 0..<Int(seconds * 200) {
             let t = Double(i) / 200
@@ -686,14 +690,14 @@ struct MagnetometerLagTests {
             fusion.add(accelerometer: AccelerometerData(timestamp: t, acceleration: q.inverseRotate(Vector3(0, 0, -1)).acceleration)) { _ in }
             let w = bodyRate(Self.brisk, at: t)
             fusion.add(gyro: GyroData(timestamp: t, rotationRate: RotationRate(x: w.x, y: w.y, z: w.z))) { m in
-                guard m.timestamp > seconds - 60 else { return }
+                guard m.timestamp > from else { return }
                 let e = m.attitude.quaternion.multiplied(by: Self.brisk(m.timestamp).conjugate)
                 let angle = 2 * acos(min(abs(e.w) / e.norm, 1)) * 180 / .pi
                 squares += angle * angle
                 count += 1
             }
         }
-        return (fusion.magnetometerLag, (squares / Double(max(count, 1))).squareRoot())
+        return (fusion.magnetometerLag, (squares / Double(max(count, 1))).squareRoot(), fusion.magnetometerCalibration)
     }
 
     @Test("A magnetometer 15 ms late (a conversion before the read): the lag is measured to 1.5 ms and the attitude is as good as on time; on time: it stays under 1 ms")
@@ -704,6 +708,37 @@ struct MagnetometerLagTests {
         #expect(abs(late.lag - 0.015) < 0.0015, "measured \(late.lag * 1000) ms")
         #expect(abs(onTime.lag) < 0.001, "measured \(onTime.lag * 1000) ms")
         #expect(late.error < 1.1 * onTime.error + 0.05, "\(late.error)° late, \(onTime.error)° on time")
+    }
+
+    @Test("The lag is saved with the calibration and used from a saved calibration's first sample; a damaged or implausible lag line refuses the file")
+    func lagIsSaved() throws {
+        let learned = run(lag: 0.015)
+        let measured = try #require(learned.calibration.lag, "no lag with the calibration")
+        let text = learned.calibration.text()
+        #expect(text.contains("\nlag \(measured)\n"))
+        let saved = try #require(MagnetometerCalibrator(text: text))
+        #expect(saved.lag == measured)
+        // Started from it: the lag is the saved one at once, and the first half-minute's attitude
+        // is better than from the same calibration without its lag (learned again, 40 s or more in).
+        var fusion = DeviceMotionFusion(referenceFrame: .xMagneticNorthZVertical)
+        fusion.magnetometerCalibration = saved
+        #expect(fusion.magnetometerLag == measured && fusion.magnetometerCalibration.lag == measured)
+        var withoutLag = saved
+        withoutLag.lag = nil
+        let resumed = run(lag: 0.015, seconds: 30, start: saved, errorFrom: 5)
+        let relearning = run(lag: 0.015, seconds: 30, start: withoutLag, errorFrom: 5)
+        print("figure: lag saved \(measured * 1000) ms; attitude RMS from 5 to 30 s \(resumed.error)° started from it, \(relearning.error)° from the calibration without it (lag then \(relearning.lag * 1000) ms)")
+        #expect(resumed.error < relearning.error, "\(resumed.error)° with the saved lag, \(relearning.error)° without")
+        // A file without a lag line reads with none; a damaged one, or one beyond 50 ms, is refused.
+        let noLag = text.split(separator: "\n").filter { !$0.hasPrefix("lag ") }.joined(separator: "\n")
+        #expect(try #require(MagnetometerCalibrator(text: noLag)).lag == nil)
+        for line in ["lag x", "lag 0.2", "lag nan", "lag"] {
+            let damaged = text.replacingOccurrences(of: "lag \(measured)", with: line)
+            guard case .failure(.invalid(let why)) = MagnetometerCalibrator.read(damaged) else {
+                Issue.record("'\(line)' was read"); continue
+            }
+            #expect(why.contains("lag"), "\(why)")
+        }
     }
 }
 
