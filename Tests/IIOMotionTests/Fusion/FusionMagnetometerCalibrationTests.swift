@@ -731,7 +731,8 @@ struct MagnetometerLagTests {
         #expect(resumed.error < relearning.error, "\(resumed.error)° with the saved lag, \(relearning.error)° without")
         // A file without a lag line reads with none; a damaged one, or one beyond 50 ms, is refused.
         let noLag = text.split(separator: "\n").filter { !$0.hasPrefix("lag ") }.joined(separator: "\n")
-        #expect(try #require(MagnetometerCalibrator(text: noLag)).lag == nil)
+        let unmeasured = try #require(MagnetometerCalibrator(text: noLag))
+        #expect(unmeasured.lag == nil)
         for line in ["lag x", "lag 0.2", "lag nan", "lag"] {
             let damaged = text.replacingOccurrences(of: "lag \(measured)", with: line)
             guard case .failure(.invalid(let why)) = MagnetometerCalibrator.read(damaged) else {
