@@ -188,7 +188,8 @@ if commandLine.count >= 3, commandLine[1] == "--offline" || commandLine[1] == "-
     var phases: [Double] = [0, 1.0 / 3, 2.0 / 3]
     let deg = Double.pi / 180
     let parameters: [String: (WritableKeyPath<AttitudeFilter.Configuration, Double>, Double)] = [
-        "tauAcc": (\.accelerometerTimeConstant, 1), "tauMag": (\.magnetometerTimeConstant, 1),
+        "tauAcc": (\.accelerometerTimeConstant, 1), "tauAccFast": (\.fastAccelerometerTimeConstant, 1),
+        "fastBelow": (\.fastGravityBelow, 1), "slowAbove": (\.slowGravityAbove, 1), "tauMag": (\.magnetometerTimeConstant, 1),
         "biasInit": (\.initialBiasDeviation, deg), "biasForget": (\.biasForgettingTime, 1),
         "biasMotion": (\.biasMotionNoise, deg), "biasVertical": (\.verticalBiasForgettingFactor, 1),
         "biasHeading": (\.biasHeadingNoise, deg), "biasRest": (\.biasRestNoise, deg), "biasLimit": (\.biasLimit, deg),

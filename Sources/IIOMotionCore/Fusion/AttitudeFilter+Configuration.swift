@@ -9,6 +9,23 @@ extension AttitudeFilter {
         /// Seconds: the time constant of the gravity filter in the almost inertial frame
         /// (VQF's τ_acc, 3 s).
         package var accelerometerTimeConstant = 3.0
+        /// Seconds: the time constant of the second gravity filter, used while the device turns
+        /// much and accelerates little (1.75 s; never longer than ``accelerometerTimeConstant``).
+        /// A gyroscope's scale and axis errors grow with the turn rate, a user's acceleration
+        /// does not: while turning, a shorter time constant corrects more of the first and lets
+        /// in little of the second. Chosen on the BROAD trials (`scripts/fusion-broad`): 1.5 s
+        /// to 2 s all gain on rotation; 1.75 s keeps the tapping trial level.
+        package var fastAccelerometerTimeConstant = 1.75
+        /// m/s: the ratio of the user's acceleration (m/s², the accelerometer's departure from
+        /// the 3 s gravity filter, its RMS over 2 s) to the turn rate (rad/s, its mean over 2 s)
+        /// below which the fast gravity filter alone corrects the inclination (0.2 m/s), and
+        /// above which the slow one alone does (``slowGravityAbove``, 0.4 m/s), blended in
+        /// between. On BROAD this ratio is 0.06–0.4 while the device is turned in the hand
+        /// (median 0.07–0.12), 1.2–1.9 while it is carried along, and 0.3–0.7 with a magnet on
+        /// it or while it is turned and carried; the bounds were chosen on these trials.
+        package var fastGravityBelow = 0.2
+        /// m/s: see ``fastGravityBelow``.
+        package var slowGravityAbove = 0.4
         /// Seconds: the time constant of the heading correction (VQF's τ_mag, 9 s).
         package var magnetometerTimeConstant = 9.0
         /// rad/s: the bias's initial standard deviation (VQF's σ_bias,init, 0.5 °/s).

@@ -122,6 +122,15 @@ package struct AttitudeFilter: Sendable {
     private var arbitraryOffset: Double?
 
     private var gravityFilter = LowPass()
+    /// The second gravity filter (``Configuration/fastAccelerometerTimeConstant``) and what
+    /// weighs it against the first: the user's acceleration in I (g, smoothed), its mean square
+    /// (g²), the mean turn rate (rad/s) and the seconds since gravity was last averaged afresh.
+    private var fastGravityFilter = LowPass()
+    private var fastCoefficients = LowPass.Coefficients()
+    private var userAcceleration = Vector3.zero
+    private var userAccelerationPower = 0.0
+    private var meanTurnRate = 0.0
+    private var gravityTime = 0.0
     private var matrixFilter = (LowPass(), LowPass(), LowPass())
     private var projectedBiasFilter = LowPass()
     private var restGyroFilter = LowPass()
@@ -278,6 +287,8 @@ package struct AttitudeFilter: Sendable {
             return estimate(timestamp: timestamp, rawRate: raw, measured: measured)
         }
         coefficients.update(timeConstant: configuration.accelerometerTimeConstant, dt: dt)
+        fastCoefficients.update(timeConstant: fastTimeConstant, dt: dt)
+        meanTurnRate += min(1, dt / Self.indicatorTimeConstant) * (raw.length - meanTurnRate)
         restCoefficients.update(timeConstant: configuration.restFilterTimeConstant, dt: dt)
 
         // 1. The gyroscope: each sample's rate, less the bias, is its mean over the step that ends
@@ -318,6 +329,10 @@ package struct AttitudeFilter: Sendable {
     /// motion measurement restart.
     private mutating func restartGravity() {
         gravityFilter = LowPass()
+        fastGravityFilter = LowPass()
+        userAcceleration = .zero
+        userAccelerationPower = 0
+        gravityTime = 0
         matrixFilter = (LowPass(), LowPass(), LowPass())
         projectedBiasFilter = LowPass()
     }
@@ -360,7 +375,10 @@ package struct AttitudeFilter: Sendable {
     private mutating func correctInclination(specific f: Vector3, dt: Double) {
         let tau = configuration.accelerometerTimeConstant
         let inI = gyroQuaternion.rotate(f)
-        let filtered = gravityFilter.filter(inI, coefficients, timeConstant: tau, dt: dt)
+        let slow = gravityFilter.filter(inI, coefficients, timeConstant: tau, dt: dt)
+        let fast = fastGravityFilter.filter(inI, fastCoefficients, timeConstant: fastTimeConstant, dt: dt)
+        let weight = fastGravityWeight(userAcceleration: inI - slow, dt: dt)
+        let filtered = weight > 0 ? slow + weight * (fast - slow) : slow
         let e0 = inclination.rotate(filtered)
         let n = e0.length
         guard n > 0, n.isFinite else { return }
@@ -373,6 +391,36 @@ package struct AttitudeFilter: Sendable {
         inclination = correction.multiplied(by: inclination).normalized
         guard dt > 0 else { return }
         estimateBias(disagreement: e, dt: dt)
+    }
+
+    /// Seconds: how long the user's acceleration is smoothed (before it is squared) for
+    /// ``fastGravityWeight(userAcceleration:dt:)``: a hand's tremor and a tap average out of it.
+    private static let userAccelerationTimeConstant = 0.5
+    /// Seconds: the time constant of the mean square of the user's acceleration and of the mean
+    /// turn rate that ``fastGravityWeight(userAcceleration:dt:)`` compares.
+    private static let indicatorTimeConstant = 2.0
+
+    private var fastTimeConstant: Double {
+        min(configuration.fastAccelerometerTimeConstant, configuration.accelerometerTimeConstant)
+    }
+
+    /// The weight of the fast gravity filter (0: the slow one alone; 1: the fast one alone)
+    /// from the ratio of the user's acceleration (`userAcceleration`: the specific force less the
+    /// slow filter's gravity, g, frame I) to the turn rate: a gyroscope's errors grow with the
+    /// turn rate, the accelerometer's departure from gravity is the user's acceleration. Zero
+    /// until both filters and the indicator have settled after gravity was averaged afresh.
+    private mutating func fastGravityWeight(userAcceleration a: Vector3, dt: Double) -> Double {
+        guard dt > 0 else { return 0 }
+        gravityTime += dt
+        userAcceleration += min(1, dt / Self.userAccelerationTimeConstant) * (a - userAcceleration)
+        userAccelerationPower += min(1, dt / Self.indicatorTimeConstant)
+            * (userAcceleration.dot(userAcceleration) - userAccelerationPower)
+        guard gravityTime >= configuration.accelerometerTimeConstant + Self.indicatorTimeConstant else { return 0 }
+        let low = configuration.fastGravityBelow, high = configuration.slowGravityAbove
+        // m/s: the RMS user acceleration (g → m/s²) per unit turn rate.
+        let ratio = 9.80665 * userAccelerationPower.squareRoot() / max(meanTurnRate, 1e-3)
+        guard ratio < high else { return 0 }
+        return high > low ? min(1, (high - ratio) / (high - low)) : 1
     }
 
     /// One step of the bias's Kalman filter (VQF §3.2).
