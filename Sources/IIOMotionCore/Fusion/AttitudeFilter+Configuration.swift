@@ -4,7 +4,9 @@ extension AttitudeFilter {
     /// The filter's parameters: time constants, rejection thresholds and the bias filter's noises.
     /// The defaults are VQF's (Laidig and Seel 2023, Table 1), which its authors chose on
     /// recordings of another IMU; this project checked them on the BROAD trials
-    /// (`scripts/fusion-broad`) and kept them. The same for every motion.
+    /// (`scripts/fusion-broad`) and kept them. The second gravity filter's three
+    /// (``fastAccelerometerTimeConstant``, ``fastGravityBelow``, ``slowGravityAbove``) are this
+    /// project's, chosen on those trials. The same for every motion.
     package struct Configuration: Sendable, Hashable {
         /// Seconds: the time constant of the gravity filter in the almost inertial frame
         /// (VQF's τ_acc, 3 s).

@@ -18,8 +18,11 @@ internal import Glibc
 ///   user's accelerations average out (their integral is a velocity) and gravity does not, and
 ///   low-pass filtered there (a second-order Butterworth filter of time constant
 ///   ``Configuration/accelerometerTimeConstant``; the mean of the samples until that much time has
-///   passed, so that the first estimates level at once); after every sample the correction turns
-///   by the smallest rotation that puts the filtered vector, in E, on the vertical;
+///   passed, so that the first estimates level at once), blended with a second such filter of
+///   the shorter ``Configuration/fastAccelerometerTimeConstant`` while the device turns much and
+///   accelerates little (``fastGravityWeight(userAcceleration:dt:)``); after every sample the
+///   correction turns by the smallest rotation that puts the filtered vector, in E, on the
+///   vertical;
 /// - the heading correction, a rotation about the vertical (magnetic-north and corrected frames):
 ///   the angle between the field's horizontal part, in E, and north, followed by a first-order
 ///   filter of time constant ``Configuration/magnetometerTimeConstant`` (faster at the start: the
@@ -46,11 +49,12 @@ internal import Glibc
 /// while the device turns for ``Configuration/newFieldTime`` (``Configuration/firstFieldTime`` for
 /// the first reference) becomes the new reference.
 ///
-/// What is this project's own: the magnetometer's calibration (hard and soft iron, learned by
-/// ``DeviceMotionFusion`` with ``MagnetometerCalibrator`` and applied here with its accuracy
-/// level; a new fit restarts the heading's fast convergence, a refinement moves the field's
-/// reference with it and is applied only if it does not make the heading's scatter over the
-/// last accepted field samples clearly wider, ``admits(_:over:at:)``), Core Motion's reference
+/// What is this project's own: the second gravity filter and its weight; the magnetometer's
+/// calibration (hard and soft iron, learned by ``DeviceMotionFusion`` with
+/// ``MagnetometerCalibrator`` and applied here with its accuracy level; a new fit restarts the
+/// heading's fast convergence, a refinement moves the field's reference with it and is applied
+/// only if it does not make the heading's scatter over the last accepted field samples clearly
+/// wider, ``admits(_:over:at:)``), Core Motion's reference
 /// frames (arbitrary: the gyroscope and gravity; corrected: the magnetometer keeps the
 /// arbitrary heading from drifting; north), the field sample turned with the device to the
 /// gyroscope's time, timestamps with gaps, and the estimate's outputs (gravity, user

@@ -74,6 +74,7 @@ struct FusionAccuracyTests {
         var config = AttitudeFilter.Configuration()
         config.biasLimit = 0  // no bias estimated
         config.accelerometerTimeConstant = 1e6
+        config.fastAccelerometerTimeConstant = 1e6
         let run = simulate(traj, rate: 200, duration: 30, model: .ideal, configuration: config)
         checkInvariants(run)
         var worst = 0.0
