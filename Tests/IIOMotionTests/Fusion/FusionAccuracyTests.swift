@@ -165,6 +165,52 @@ struct FusionAccuracyTests {
         #expect(run.maxTiltError(after: 3) < 2)
     }
 
+    /// Turned in a hand (tilted ±40° about x and y at 0.2–0.3 Hz while turning about the vertical
+    /// at 60 °/s) by a gyroscope whose scale is 1 % off: the error the gyroscope adds grows with
+    /// the turn rate and the user barely accelerates, so the second, faster gravity filter takes
+    /// over and the tilt stays closer than with the 3 s filter alone (so this test can fail).
+    @Test func turningWithAScaleErrorUsesTheFastGravityFilter() {
+        let turning = Trajectory(attitude: { t in
+            TQ.euler(roll: 40 * sin(2 * .pi * 0.3 * t), pitch: 40 * sin(2 * .pi * 0.2 * t + 1), yaw: 60 * t)
+        })
+        var scaled = turning
+        scaled.gyroFault = { t in 0.01 * turning.rate(t) }
+        var slowOnly = AttitudeFilter.Configuration()
+        slowOnly.fastAccelerometerTimeConstant = slowOnly.accelerometerTimeConstant
+        let blended = simulate(scaled, rate: 100, duration: 40)
+        checkInvariants(blended)
+        let rms = blended.rollPitchRMS(after: 10)
+        let slow = simulate(scaled, rate: 100, duration: 40, configuration: slowOnly).rollPitchRMS(after: 10)
+        figure("turning in a hand, gyroscope scale 1 % off: roll/pitch RMS \(fmt(rms, 3))° (\(fmt(slow, 3))° with the 3 s gravity filter alone)")
+        #expect(rms < 0.85 * slow)
+    }
+
+    /// A car pulling away: 0.25 g forward for 8 s while turning at 3 °/s. The user's acceleration
+    /// is large for the turn rate, so the second gravity filter stays out: the tilt is as the 3 s
+    /// filter alone gives it, and the 1.75 s filter alone would take more of the acceleration for
+    /// gravity (so this test can fail).
+    @Test func sustainedAccelerationKeepsTheSlowGravityFilter() {
+        let car = Trajectory(
+            attitude: { t in TQ.euler(roll: 0, pitch: 0, yaw: 3 * t) },
+            linearAcceleration: { t in
+                let a = 0.25 * (smoothStep(t, 10, 0.5) - smoothStep(t, 18, 0.5))
+                let yaw = 3 * t * deg
+                return V(a * cos(yaw), a * sin(yaw), 0)
+            })
+        var slowOnly = AttitudeFilter.Configuration()
+        slowOnly.fastAccelerometerTimeConstant = slowOnly.accelerometerTimeConstant
+        var fastOnly = AttitudeFilter.Configuration()
+        fastOnly.accelerometerTimeConstant = fastOnly.fastAccelerometerTimeConstant
+        let blended = simulate(car, rate: 100, duration: 25)
+        checkInvariants(blended)
+        let rms = blended.rollPitchRMS(after: 10, until: 20)
+        let slow = simulate(car, rate: 100, duration: 25, configuration: slowOnly).rollPitchRMS(after: 10, until: 20)
+        let fast = simulate(car, rate: 100, duration: 25, configuration: fastOnly).rollPitchRMS(after: 10, until: 20)
+        figure("car pulling away 0.25 g: roll/pitch RMS \(fmt(rms, 3))° (3 s filter alone \(fmt(slow, 3))°, 1.75 s alone \(fmt(fast, 3))°)")
+        #expect(rms <= 1.001 * slow)
+        #expect(fast > 1.05 * slow)
+    }
+
     /// Shaking: 0.5 g at 2 Hz along x and 0.3 g at 3 Hz vertically for 6 s, tilted 20°. The
     /// estimate holds within 1° RMS and userAcceleration recovers the shaking; without averaging
     /// gravity in the reference frame the error is much larger (so this test can fail).
