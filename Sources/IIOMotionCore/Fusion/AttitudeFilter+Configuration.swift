@@ -23,7 +23,7 @@ extension AttitudeFilter {
         /// below which the fast gravity filter alone corrects the inclination (0.2 m/s), and
         /// above which the slow one alone does (``slowGravityAbove``, 0.4 m/s), blended in
         /// between. On BROAD this ratio is 0.06–0.4 while the device is turned in the hand
-        /// (median 0.07–0.12), 1.2–1.9 while it is carried along, and 0.3–0.7 with a magnet on
+        /// (median 0.07–0.12), 1.2–1.9 while it is carried along, and 0.2–0.7 with a magnet on
         /// it or while it is turned and carried; the bounds were chosen on these trials.
         package var fastGravityBelow = 0.2
         /// m/s: see ``fastGravityBelow``.
