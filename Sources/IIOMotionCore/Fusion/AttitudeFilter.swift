@@ -422,7 +422,7 @@ package struct AttitudeFilter: Sendable {
         guard gravityTime >= configuration.accelerometerTimeConstant + Self.indicatorTimeConstant else { return 0 }
         let low = configuration.fastGravityBelow, high = configuration.slowGravityAbove
         // m/s: the RMS user acceleration (g → m/s²) per unit turn rate.
-        let ratio = 9.80665 * userAccelerationPower.squareRoot() / max(meanTurnRate, 1e-3)
+        let ratio = standardGravity * userAccelerationPower.squareRoot() / max(meanTurnRate, 1e-3)
         guard ratio < high else { return 0 }
         return high > low ? min(1, (high - ratio) / (high - low)) : 1
     }
