@@ -2,10 +2,11 @@ internal import Glibc
 
 /// A second-order Butterworth low-pass filter of three channels (VQF's, §3.1: cut-off
 /// √2/(2π·τ) for a time constant τ, discretised by the bilinear transform), which until τ has
-/// passed outputs a running mean of its inputs and then starts from that mean in steady state, so
-/// that its first outputs are not pulled towards zero. The mean weighs each sample by the square
-/// of its time since the start (the n-th sample's gain is 3/n): a start disturbed for its first
-/// fifth of a second has 1 % of its weight left after a second, where an even mean keeps 20 %.
+/// passed outputs the plain mean of its inputs (VQF's) and then starts from that mean in steady
+/// state, so that its first outputs are not pulled towards zero. The mean weighs every sample
+/// alike, which is what a start in motion needs: the user's acceleration averages out of the
+/// start's gravity and of the bias learned from it (BROAD's trials started in motion,
+/// BENCHMARKS.md); a mean weighted towards its later samples keeps more of it.
 struct LowPass: Sendable {
     /// The filter's coefficients for one step length (recomputed when it changes by more than 1 %).
     struct Coefficients: Sendable {
@@ -27,9 +28,6 @@ struct LowPass: Sendable {
         }
     }
 
-    /// The running mean's gain is this over the number of samples.
-    private static let startGain = 3.0
-
     private var s1 = Vector3.zero, s2 = Vector3.zero
     /// Averaging: the time and the number of samples so far (time < 0 once running).
     private var time = 0.0, count = 0.0
@@ -41,7 +39,7 @@ struct LowPass: Sendable {
         if time >= 0 {
             time += dt
             count += 1
-            value += min(1, Self.startGain / count) * (x - value)
+            value += (1 / count) * (x - value)
             if time >= timeConstant {
                 // Steady state at the mean (direct form II transposed).
                 s1 = (1 - c.b0) * value

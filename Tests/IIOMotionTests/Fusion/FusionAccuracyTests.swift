@@ -243,19 +243,24 @@ struct FusionAccuracyTests {
     }
 
     /// Convergence from a bad start: the first 0.3 s are shaken (1 g bumps), so the first sample's
-    /// tilt is wrong; the start's running mean of gravity, weighted towards its later samples,
-    /// brings the error under 1° within 1.5 s. A clean start is right from the first estimate.
+    /// tilt is wrong. The start's plain mean of gravity (VQF's) still holds a tenth of the shake
+    /// when it ends at 3 s, and the error, under the recovery angle by the time rest is found,
+    /// decays with the 3 s filter: under 1° from 7.4 s on. That is the price of the even mean,
+    /// which a start in real motion needs (BROAD's trials started in motion, BENCHMARKS.md). A
+    /// clean start is right from the first estimate.
     @Test func convergenceFromStart() {
         let traj = Trajectory(
             attitude: { _ in TQ.euler(roll: -30, pitch: 15, yaw: 0) },
             linearAcceleration: { t in t < 0.3 ? V(0.6, -0.4, 0.3) : V(0, 0, 0) })
-        let run = simulate(traj, rate: 200, duration: 4)
+        let run = simulate(traj, rate: 200, duration: 12)
         checkInvariants(run)
         let lastBad = run.points.last { Run.tiltError($0) >= 1 }?.motion.timestamp ?? run.start
         let converge = lastBad - run.start
-        figure("convergence from a shaken start: tilt error < 1° from \(fmt(converge, 2)) s on (initial error \(fmt(Run.tiltError(run.points[0]), 1))°)")
+        figure("convergence from a shaken start: tilt error < 1° from \(fmt(converge, 2)) s on (initial error \(fmt(Run.tiltError(run.points[0]), 1))°, at 2 s \(fmt(run.maxTiltError(after: 2, until: 2.01), 2))°, at 6 s \(fmt(run.maxTiltError(after: 6, until: 6.01), 3))°)")
         #expect(Run.tiltError(run.points[0]) > 5)
-        #expect(converge < 1.5)
+        #expect(converge < 9)
+        #expect(run.maxTiltError(after: 9) < 1)
+        #expect(run.maxTiltError(after: 11) < 0.5)
     }
 
     /// A gyroscope glitch (5 rad/s about x for 0.1 s) tips the estimate 29°: the accelerometer
