@@ -368,6 +368,11 @@ struct MagnetometerCalibrationTests {
         #expect(rms < 2, "heading RMS \(rms)° over the 20 s after medium")
     }
 
+    /// Eight noise seeds, the device turning from its first sample on (no rest to learn the
+    /// bias from): the bias about the vertical, which only the heading shows here, learned from
+    /// 0.18 °/s off to 0.04–0.07 °/s off by 90 s, and the heading RMS from 30 s 1.4–2.1° (the
+    /// seeds differ by that much; one seed alone was a margin of a few per cent). A refit that
+    /// left a transient in the heading loop would keep the bias where it started.
     @Test("Refits that move the calibration leave the heading loop without a transient: the bias about the vertical is still learned")
     func refitsKeepTheBiasLearned() throws {
         // A calibration like a refit's, the offset `shift` µT along the device's z from the truth.
@@ -378,35 +383,43 @@ struct MagnetometerCalibrationTests {
         func turning(_ t: Double) -> Quaternion {
             Attitude(roll: 0, pitch: 30 * Double.pi / 180, yaw: 60 * sin(0.23 * t) * .pi / 180).quaternion
         }
-        var rng = SplitMix64(seed: 8)
-        var filter = AttitudeFilter(referenceFrame: .xMagneticNorthZVertical)
         let bias = (Double.pi / 180) * Vector3(0.2, -0.15, 0.3)
         let rate = 200.0
-        var sumSq = 0.0, n = 0.0
-        var verticalError = 0.0
-        for i in 0..<Int(90 * rate) {
-            let t = Double(i) / rate
-            let q = turning(t)
-            if i % 4 == 0 {
-                // The fits jitter by 3 µT every 0.75 s, as a calibration still being learned does.
-                filter.magnetometerCalibration = refits[Int(t / 0.75) % 2]
-                filter.update(magnetometerAt: t, field: distorted(q.inverseRotate(earth), &rng).magneticField)
+        var verticalErrors: [Double] = [], headingRMS: [Double] = []
+        for seed in UInt64(1)...8 {
+            var rng = SplitMix64(seed: seed)
+            var filter = AttitudeFilter(referenceFrame: .xMagneticNorthZVertical)
+            var sumSq = 0.0, n = 0.0
+            var verticalError = 0.0
+            for i in 0..<Int(90 * rate) {
+                let t = Double(i) / rate
+                let q = turning(t)
+                if i % 4 == 0 {
+                    // The fits jitter by 3 µT every 0.75 s, as a calibration still being learned does.
+                    filter.magnetometerCalibration = refits[Int(t / 0.75) % 2]
+                    filter.update(magnetometerAt: t, field: distorted(q.inverseRotate(earth), &rng).magneticField)
+                }
+                let omega = bodyRate(turning, at: t) + bias
+                let g = q.inverseRotate(Vector3(0, 0, -1))
+                guard let m = filter.update(timestamp: t, rotationRate: RotationRate(x: omega.x, y: omega.y, z: omega.z),
+                                            acceleration: g.acceleration) else { continue }
+                if t >= 30 {
+                    let e = headingDifference(m.heading, DeviceMotion.heading(yaw: Attitude(quaternion: q).yaw))
+                    sumSq += e * e
+                    n += 1
+                }
+                verticalError = abs((filter.gyroBias - bias).dot(q.inverseRotate(Vector3(0, 0, 1)))) * 180 / .pi
             }
-            let omega = bodyRate(turning, at: t) + bias
-            let g = q.inverseRotate(Vector3(0, 0, -1))
-            guard let m = filter.update(timestamp: t, rotationRate: RotationRate(x: omega.x, y: omega.y, z: omega.z),
-                                        acceleration: g.acceleration) else { continue }
-            if t >= 30 {
-                let e = headingDifference(m.heading, DeviceMotion.heading(yaw: Attitude(quaternion: q).yaw))
-                sumSq += e * e
-                n += 1
-            }
-            verticalError = abs((filter.gyroBias - bias).dot(q.inverseRotate(Vector3(0, 0, 1)))) * 180 / .pi
+            try #require(n > 0)
+            verticalErrors.append(verticalError)
+            headingRMS.append((sumSq / n).squareRoot())
         }
-        let rms = (sumSq / max(n, 1)).squareRoot()
-        print("figure: calibration refits jittering 3 µT: bias about the vertical \(verticalError) °/s off after 90 s, heading RMS from 30 s \(rms)°")
-        #expect(verticalError < 0.05, "bias about the vertical \(verticalError) °/s off")
-        #expect(n > 0 && rms < 2, "heading RMS \(rms)°")
+        let meanVertical = verticalErrors.reduce(0, +) / 8, meanHeading = headingRMS.reduce(0, +) / 8
+        print("figure: calibration refits jittering 3 µT, 8 seeds: bias about the vertical off after 90 s mean \(meanVertical) °/s (worst \(verticalErrors.max()!)), heading RMS from 30 s mean \(meanHeading)° (worst \(headingRMS.max()!))")
+        #expect(meanVertical < 0.06, "bias about the vertical \(verticalErrors) °/s off")
+        #expect(verticalErrors.max()! < 0.08, "bias about the vertical \(verticalErrors) °/s off")
+        #expect(meanHeading < 2, "heading RMS \(headingRMS)°")
+        #expect(headingRMS.max()! < 2.5, "heading RMS \(headingRMS)°")
     }
 
     @Test("A refined fit that widens the heading's scatter is held back (the field's accuracy stays the applied fit's); one that does not is applied")
