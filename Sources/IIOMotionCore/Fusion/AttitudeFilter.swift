@@ -577,11 +577,15 @@ package struct AttitudeFilter: Sendable {
             fieldFilter = LowPass()
         }
         let kRef = dt > 0 ? 1 - exp(-dt / Self.referenceTimeConstant) : 0
-        if reference == nil, !provisional {
+        if reference == nil && !provisional || provisional && gravityTime < c.accelerometerTimeConstant {
             // The first field is the reference until a consistent one replaces it (after
-            // ``Configuration/firstFieldTime``): a disturbance at the start is rejected too.
+            // ``Configuration/firstFieldTime``): a disturbance at the start is rejected too. Until
+            // the start's gravity has been averaged the inclination, and with it the field's dip,
+            // is not known (a start in motion tilts the first estimate by tens of degrees), so
+            // the first reference follows the field until then.
             reference = (now.x, now.y)
             candidate = (now.x, now.y)
+            candidateTime = 0
             provisional = true
             isDisturbed = false
         }

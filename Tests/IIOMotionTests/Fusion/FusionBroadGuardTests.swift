@@ -18,6 +18,9 @@ struct FusionBroadGuardTests {
     /// Started 5 s into the movement (``startedInMotion()``).
     static let movingInclination6 = 1.93
     static let movingTotal9 = 3.41
+    /// Trial 30 started in motion (``startedInMotionNearAMagnet()``).
+    static let magnetMovingInclination6 = 8.50
+    static let magnetMovingTotal9 = 12.93
     static let allowedGrowth = 1.10
 
     struct Row {
@@ -29,10 +32,10 @@ struct FusionBroadGuardTests {
         var moving: Bool
     }
 
-    static func rows() throws -> [Row] {
+    static func rows(_ file: String = "08-excerpt.csv") throws -> [Row] {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("fixtures/broad/08-excerpt.csv").path
+            .appendingPathComponent("fixtures/broad/\(file)").path
         let text = try String(contentsOfFile: path, encoding: .utf8)
         var rows: [Row] = []
         for line in text.split(separator: "\n") where !line.hasPrefix("#") && !line.hasPrefix("t,") {
@@ -117,6 +120,22 @@ struct FusionBroadGuardTests {
         print("figure: BROAD trial 08 excerpt started in motion (\(moving[0].t) s): 6-axis inclination \(six.inclination)° (committed \(Self.movingInclination6)), 9-axis inclination \(nine.inclination)°, total \(nine.total)° (committed \(Self.movingTotal9))")
         #expect(six.inclination <= Self.movingInclination6 * Self.allowedGrowth)
         #expect(nine.total <= Self.movingTotal9 * Self.allowedGrowth)
+    }
+
+    /// Trial 30 (a magnet fixed near the path) from 5 s into its movement, fixtures/broad/30-moving.csv:
+    /// the first estimate, from one accelerometer sample in motion, is tilted by tens of degrees,
+    /// and with it the first field's dip, so the first field's reference follows the field until
+    /// the start's gravity has been averaged (a reference fixed on the first field judged the
+    /// later, rightly levelled, fields disturbed and held the heading off: 58.1° total here).
+    @Test("Trial 30 started 5 s into the movement: 6-axis inclination and 9-axis total error within 10 % of the committed figures")
+    func startedInMotionNearAMagnet() throws {
+        let rows = try Self.rows("30-moving.csv")
+        try #require(rows.count > 2000)
+        let six = Self.errors(rows, Self.replay(rows, frame: .xArbitraryZVertical))
+        let nine = Self.errors(rows, Self.replay(rows, frame: .xMagneticNorthZVertical))
+        print("figure: BROAD trial 30 excerpt started in motion: 6-axis inclination \(six.inclination)° (committed \(Self.magnetMovingInclination6)), 9-axis inclination \(nine.inclination)°, total \(nine.total)° (committed \(Self.magnetMovingTotal9))")
+        #expect(six.inclination <= Self.magnetMovingInclination6 * Self.allowedGrowth)
+        #expect(nine.total <= Self.magnetMovingTotal9 * Self.allowedGrowth)
     }
 
     /// Issue O2 (b): device motion is a function of the samples and their timestamps
