@@ -577,12 +577,14 @@ package struct AttitudeFilter: Sendable {
             fieldFilter = LowPass()
         }
         let kRef = dt > 0 ? 1 - exp(-dt / Self.referenceTimeConstant) : 0
-        if reference == nil && !provisional || provisional && gravityTime < c.accelerometerTimeConstant {
+        let starting = lastTimestamp - (firstSampleTime ?? lastTimestamp) < c.accelerometerTimeConstant
+        if reference == nil && !provisional || provisional && starting {
             // The first field is the reference until a consistent one replaces it (after
             // ``Configuration/firstFieldTime``): a disturbance at the start is rejected too. Until
-            // the start's gravity has been averaged the inclination, and with it the field's dip,
-            // is not known (a start in motion tilts the first estimate by tens of degrees), so
-            // the first reference follows the field until then.
+            // the start's gravity has been averaged (``Configuration/accelerometerTimeConstant``
+            // from the first sample) the inclination, and with it the field's dip, is not known
+            // (a start in motion tilts the first estimate by tens of degrees), so the first
+            // reference follows the field until then.
             reference = (now.x, now.y)
             candidate = (now.x, now.y)
             candidateTime = 0

@@ -70,3 +70,30 @@ extension FusionStartTests {
 /// Data 2021; scripts/fusion-broad), where it is ahead of the old filter on every group; these
 /// rendered-motion assertions encoded mechanisms or tuning of the old filter that it lacks.
 let knownRegressionNote = "the VQF-structured filter, chosen on the BROAD recordings, lacks the old filter's"
+
+extension FusionStartTests {
+    /// A broken accelerometer (reading zero) and a magnetometer: the first field's reference follows
+    /// the field only for the start's first 3 s (``AttitudeFilter/Configuration/accelerometerTimeConstant``
+    /// from the first sample, whether gravity was measured or not), so a magnet held near for 3 s
+    /// from 10 s (its 30 µT across the device turn the field's heading 56°) is still rejected.
+    @Test("Without an accelerometer, a magnet held near after the start is rejected: the first field's reference stands after the first 3 s", .timeLimit(.minutes(1)))
+    func firstFieldReferenceWithoutGravity() {
+        var fusion = DeviceMotionFusion(referenceFrame: .xMagneticNorthZVertical, units: .coreMotion)
+        var worst = 0.0, last: DeviceMotion?
+        for i in 0..<1600 {
+            let t = Double(i) * 0.01
+            if i % 4 == 0 {
+                let magnet = t >= 10 && t < 13 ? 30.0 : 0
+                fusion.add(magnetometer: MagnetometerData(timestamp: t, magneticField: MagneticField(x: magnet, y: 20, z: -40)))
+            }
+            fusion.add(accelerometer: AccelerometerData(timestamp: t, acceleration: Acceleration(x: 0, y: 0, z: 0))) { _ in }
+            fusion.add(gyro: GyroData(timestamp: t, rotationRate: RotationRate(x: 0, y: 0, z: 0))) { m in
+                last = m
+                // Face up (assumed), the field along +y: heading 0 (or 360).
+                if m.timestamp >= 5 { worst = max(worst, min(m.heading, 360 - m.heading)) }
+            }
+        }
+        #expect(last.map { $0.timestamp > 15 } == true, "estimates until \(String(describing: last?.timestamp))")
+        #expect(worst < 2, "heading up to \(worst)° off with the magnet")
+    }
+}
