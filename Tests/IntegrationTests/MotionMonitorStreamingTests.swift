@@ -96,9 +96,13 @@ struct MotionMonitorStreamingTests {
         // Kernel-side overflow means this machine starved the reader; it is reported, not failed on
         // (the count below still has to match what was written).
         if dropped > 0 { print("note: the simulated kernel buffer dropped \(dropped) scans (reader starved)") }
+        // `--duration 3` counts from when the updates are started, before the buffer is set up
+        // and the simulator's stream begins: the stream runs for less (1.85 s of samples in a
+        // ThreadSanitizer run on a busy machine). The floor is a second's samples; what is
+        // checked is that every one written arrives.
         for sensor in ["accelerometer", "gyroscope"] {
             let lines = r.lines(sensor)
-            #expect(lines.count > 3000, "\(sensor): \(lines.count) lines in 3 s at 1600 Hz")
+            #expect(lines.count > 1600, "\(sensor): \(lines.count) lines in 3 s at 1600 Hz")
             try Streams.compare(lines, with: r, sensor: sensor, exact: true)
         }
         // Every scan of the (last, two-sensor) session holds both sensors.
