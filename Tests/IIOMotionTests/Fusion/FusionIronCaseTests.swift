@@ -13,8 +13,10 @@ import IIOSimKit
 
 /// Runs `seconds` of the iron case with motion seed `seed` through `DeviceMotionFusion` (north
 /// frame); returns when the calibration first reached medium (nil if never) and the heading's
-/// RMS error (degrees) from then on.
-private func ironCase(seed: UInt64, seconds: Double = 120) throws -> (medium: Double?, headingRMS: Double) {
+/// RMS error (degrees) from then on, and when the first fit was applied (the accuracy first at
+/// least low; nil if never) and the heading's RMS error over the 10 s from a second after it.
+private func ironCase(seed: UInt64, seconds: Double = 120) throws
+    -> (medium: Double?, headingRMS: Double, firstFit: Double?, afterFirstFit: Double) {
     let script = try MotionScript(parsing: "hand-held:steel=60,seed=\(seed)")
     var imperfections = Imperfections(gyroBias: Vec3(0.0052, -0.0035, 0.0044),
                                       accelNoiseDensity: 180 * 9.80665e-6,
@@ -27,8 +29,8 @@ private func ironCase(seed: UInt64, seconds: Double = 120) throws -> (medium: Do
                           accelLSB: 0.061e-3 * 9.80665, gyroLSB: 0.001222, magnetometerLSB: 0.00014, seed: seed)
 
     var fusion = DeviceMotionFusion(referenceFrame: .xMagneticNorthZVertical)
-    var medium: Double?
-    var sumSq = 0.0, n = 0.0
+    var medium: Double?, firstFit: Double?
+    var sumSq = 0.0, n = 0.0, fitSumSq = 0.0, fitN = 0.0
     var nextMagnetometer = 0
     for k in 0..<Int(seconds * rate) {
         let t = Double(k) / rate
@@ -43,7 +45,8 @@ private func ironCase(seed: UInt64, seconds: Double = 120) throws -> (medium: Do
         fusion.add(gyro: GyroData(timestamp: t, rotationRate: imu.rotationRate(at: t))) { estimate = $0 }
         guard let m = estimate else { continue }
         if medium == nil, m.magneticField.accuracy.rawValue >= MagneticFieldCalibrationAccuracy.medium.rawValue { medium = t }
-        guard medium != nil else { continue }
+        if firstFit == nil, m.magneticField.accuracy.rawValue >= MagneticFieldCalibrationAccuracy.low.rawValue { firstFit = t }
+        guard medium != nil || firstFit.map({ t >= $0 + 1 && t < $0 + 11 }) == true else { continue }
         // The heading of the device's x-axis: the estimate's in its frame (x north, y west), the
         // truth's from the simulator's attitude (device to east-north-up).
         let x = m.attitude.quaternion.rotate(Vector3(1, 0, 0))
@@ -51,10 +54,15 @@ private func ironCase(seed: UInt64, seconds: Double = 120) throws -> (medium: Do
         guard x.x * x.x + x.y * x.y > 0.1, truth.x * truth.x + truth.y * truth.y > 0.1 else { continue }
         var e = atan2(x.y, x.x) - atan2(-truth.x, truth.y)
         e = remainder(e, 2 * .pi) * 180 / .pi
+        if let f = firstFit, t >= f + 1, t < f + 11 {
+            fitSumSq += e * e
+            fitN += 1
+        }
+        guard medium != nil else { continue }
         sumSq += e * e
         n += 1
     }
-    return (medium, n > 0 ? (sumSq / n).squareRoot() : .infinity)
+    return (medium, n > 0 ? (sumSq / n).squareRoot() : .infinity, firstFit, fitN > 0 ? (fitSumSq / fitN).squareRoot() : .infinity)
 }
 
 /// The heading's error (degrees, the device's x and y axes weighted by their horizontal part in
@@ -118,6 +126,21 @@ struct FusionIronCaseTests {
             #expect(medium < deadline, "medium at \(medium) s")
             #expect(r.headingRMS < 2, "heading RMS \(r.headingRMS)° after medium")
         }
+    }
+
+    /// The uncalibrated field's heading is 150–180° off on these seeds (the hard-iron offset,
+    /// 49 µT, is as strong as the Earth's field): the first fit's heading is taken with the
+    /// start's fast correction (1.4°, 8.2°, 3.9°, 3.7° RMS), not at the heading correction's
+    /// pace after 5 s of the calibrated field judged disturbed against the uncalibrated one's
+    /// reference (125°, 139°, 118°, 119°). A first fit is rough (seed 2's stays low to the end).
+    @Test("A first fit far from the uncalibrated heading is taken at once: heading within 10° RMS over the 10 s from a second after it",
+          arguments: [1, 2, 3, 5] as [UInt64])
+    func firstFitTakenAtOnce(seed: UInt64) throws {
+        let r = try IIOMotionTests.ironCase(seed: seed, seconds: 70)
+        print("figure: iron case, seed \(seed): first fit at \(r.firstFit.map { "\($0) s" } ?? "never"), heading RMS over the 10 s from a second after it \(r.afterFirstFit)°")
+        let fit = try #require(r.firstFit, "no fit in 70 s")
+        #expect(fit < 50, "first fit at \(fit) s")
+        #expect(r.afterFirstFit < 10, "heading RMS \(r.afterFirstFit)° from \(fit + 1) s to \(fit + 11) s")
     }
 
     /// Hand-held seed 28: the start-up ramp ends while the hand's acceleration holds the tilt about
