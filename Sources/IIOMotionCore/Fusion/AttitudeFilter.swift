@@ -524,11 +524,14 @@ package struct AttitudeFilter: Sendable {
         if firstFitApplied {
             firstFitApplied = false
             if abs(error) > Self.firstFitRestartAngle {
-                // Learned again as at the start: the heading with the fast correction, the
-                // reference from the calibrated field alone (the filtered strength and dip
-                // were the uncalibrated field's).
+                // Learned again as at the start: the heading with the fast correction (its first
+                // gain is 1: the heading moves by `error` now), the reference from the calibrated
+                // field alone (the filtered strength and dip were the uncalibrated field's). The
+                // corrected frame's yaw is arbitrary: its origin moves with the heading, so that
+                // its estimates do not jump.
                 initialGain = 1
                 fieldFilter = LowPass()
+                if let o = arbitraryOffset { arbitraryOffset = Self.wrap(o + error) }
             }
         }
         judgeDisturbance(strength: strength, dip: dip, dt: dt)
