@@ -11,22 +11,29 @@ import IIOSimKit
 // The live run of the same case (`scripts/fusion-accuracy`, BENCHMARKS) goes through libiio; this
 // one checks the library's own part without a process's timing in the way.
 
-/// Runs `seconds` of the iron case with motion seed `seed` through `DeviceMotionFusion` (north
-/// frame); returns when the calibration first reached medium (nil if never) and the heading's
-/// RMS error (degrees) from then on, and when the first fit was applied (the accuracy first at
-/// least low; nil if never) and the heading's RMS error over the 10 s from a second after it.
-private func ironCase(seed: UInt64, seconds: Double = 120) throws
-    -> (medium: Double?, headingRMS: Double, firstFit: Double?, afterFirstFit: Double) {
+/// The iron case's motion (iio-sim's hand-held with a steel object passing at 60 s, seed `seed`)
+/// and the Sense HAT rendering it (238 Hz; magnetometer 80 Hz).
+private func ironCaseIMU(seed: UInt64) throws -> (script: MotionScript, imu: RenderedIMU) {
     let script = try MotionScript(parsing: "hand-held:steel=60,seed=\(seed)")
     var imperfections = Imperfections(gyroBias: Vec3(0.0052, -0.0035, 0.0044),
                                       accelNoiseDensity: 180 * 9.80665e-6,
                                       gyroNoiseDensity: 0.007 * .pi / 180, magnNoise: 0.004)
     imperfections.magnHardIron = Vec3(0.15, -0.25, 0.40)
     imperfections.magnSoftIron = Mat3(Vec3(1.1, 0.03, 0), Vec3(0.03, 0.9, 0), Vec3(0, 0, 1))
-    let rate = 238.0, magnetometerRate = 80.0
     // LSBs: ±2 g (0.061 mg), the gyroscope's scale as the fusion-accuracy case sets it, ±4 gauss.
-    var imu = RenderedIMU(script: script, imperfections: imperfections, rate: rate,
+    let imu = RenderedIMU(script: script, imperfections: imperfections, rate: 238,
                           accelLSB: 0.061e-3 * 9.80665, gyroLSB: 0.001222, magnetometerLSB: 0.00014, seed: seed)
+    return (script, imu)
+}
+
+/// Runs `seconds` of the iron case with motion seed `seed` through `DeviceMotionFusion` (north
+/// frame); returns when the calibration first reached medium (nil if never) and the heading's
+/// RMS error (degrees) from then on, and when the first fit was applied (the accuracy first at
+/// least low; nil if never) and the heading's RMS error over the 10 s from a second after it.
+private func ironCase(seed: UInt64, seconds: Double = 120) throws
+    -> (medium: Double?, headingRMS: Double, firstFit: Double?, afterFirstFit: Double) {
+    var (script, imu) = try ironCaseIMU(seed: seed)
+    let rate = 238.0, magnetometerRate = 80.0
 
     var fusion = DeviceMotionFusion(referenceFrame: .xMagneticNorthZVertical)
     var medium: Double?, firstFit: Double?
@@ -151,14 +158,8 @@ struct FusionIronCaseTests {
     @Test("In the corrected frame the first fit moves the frame's origin, not the yaw: no step over 2° between estimates in the first 40 s",
           arguments: [1, 5] as [UInt64])
     func firstFitInTheCorrectedFrame(seed: UInt64) throws {
-        let script = try MotionScript(parsing: "hand-held:steel=60,seed=\(seed)")
-        var imperfections = Imperfections(gyroBias: Vec3(0.0052, -0.0035, 0.0044), accelNoiseDensity: 180 * 9.80665e-6,
-                                          gyroNoiseDensity: 0.007 * .pi / 180, magnNoise: 0.004)
-        imperfections.magnHardIron = Vec3(0.15, -0.25, 0.40)
-        imperfections.magnSoftIron = Mat3(Vec3(1.1, 0.03, 0), Vec3(0.03, 0.9, 0), Vec3(0, 0, 1))
+        var imu = try ironCaseIMU(seed: seed).imu
         let rate = 238.0, magnetometerRate = 80.0
-        var imu = RenderedIMU(script: script, imperfections: imperfections, rate: rate,
-                              accelLSB: 0.061e-3 * 9.80665, gyroLSB: 0.001222, magnetometerLSB: 0.00014, seed: seed)
         var corrected = DeviceMotionFusion(referenceFrame: .xArbitraryCorrectedZVertical)
         var arbitrary = DeviceMotionFusion(referenceFrame: .xArbitraryZVertical)
         var nextMagnetometer = 0
